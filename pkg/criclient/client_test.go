@@ -1,0 +1,233 @@
+package criclient
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+func connect(t *testing.T, f *fakeRuntime, timeout time.Duration) *Client {
+	t.Helper()
+	sock := startFake(t, f)
+	c, err := New(context.Background(), Config{Endpoint: "unix://" + sock, Timeout: timeout})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func TestNewEndpointForms(t *testing.T) {
+	sock := startFake(t, &fakeRuntime{})
+	for _, ep := range []string{"unix://" + sock, sock} {
+		c, err := New(context.Background(), Config{Endpoint: ep})
+		if err != nil {
+			t.Fatalf("New(%q): %v", ep, err)
+		}
+		if got := c.RuntimeVersion().GetRuntimeName(); got != "fake" {
+			t.Errorf("runtime name = %q, want fake", got)
+		}
+		_ = c.Close()
+	}
+}
+
+func TestNewFailures(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "absent.sock")
+	tests := []struct {
+		name string
+		cfg  Config
+		want error
+	}{
+		{"no socket", Config{Endpoint: "unix://" + missing, Timeout: time.Second}, ErrUnavailable},
+		{"tcp endpoint", Config{Endpoint: "tcp://127.0.0.1:1"}, ErrInvalidEndpoint},
+		{"relative path", Config{Endpoint: "containerd.sock"}, ErrInvalidEndpoint},
+		{"nothing discovered", Config{Sockets: []string{missing}}, ErrNoEndpoint},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := New(context.Background(), tt.cfg)
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("New = %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestDiscover(t *testing.T) {
+	dir := t.TempDir()
+	plain := filepath.Join(dir, "plain.sock")
+	if err := os.WriteFile(plain, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "real.sock")
+	lis, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+
+	got, err := Discover([]string{filepath.Join(dir, "absent.sock"), plain, sock})
+	if err != nil || got != "unix://"+sock {
+		t.Fatalf("Discover = %q, %v; want the socket, skipping a missing path and a regular file", got, err)
+	}
+	if _, err := Discover(nil); !errors.Is(err, ErrNoEndpoint) {
+		t.Fatalf("Discover(nil) = %v, want ErrNoEndpoint", err)
+	}
+}
+
+func TestDiscoveredConnect(t *testing.T) {
+	sock := startFake(t, &fakeRuntime{})
+	c, err := New(context.Background(), Config{Sockets: []string{filepath.Join(t.TempDir(), "x.sock"), sock}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.Endpoint() != "unix://"+sock {
+		t.Fatalf("Endpoint = %q", c.Endpoint())
+	}
+}
+
+func TestEmptyReferenceNeverSent(t *testing.T) {
+	f := &fakeRuntime{}
+	c := connect(t, f, time.Second)
+	ctx := context.Background()
+	for _, ref := range []string{"", "  "} {
+		if _, err := c.ImageStatus(ctx, ref); !errors.Is(err, ErrEmptyReference) {
+			t.Errorf("ImageStatus(%q) = %v", ref, err)
+		}
+		if _, err := c.PullImage(ctx, ref, nil); !errors.Is(err, ErrEmptyReference) {
+			t.Errorf("PullImage(%q) = %v", ref, err)
+		}
+		if err := c.RemoveImage(ctx, ref); !errors.Is(err, ErrEmptyReference) {
+			t.Errorf("RemoveImage(%q) = %v", ref, err)
+		}
+	}
+	if f.statusCount() != 0 || f.pullCount() != 0 {
+		t.Fatalf("empty references reached the runtime: %d statuses, %d pulls", f.statusCount(), f.pullCount())
+	}
+}
+
+func TestErrorsNormalised(t *testing.T) {
+	msg := `failed to pull and unpack image "x": not found`
+	tests := []struct {
+		code codes.Code
+		want error
+	}{
+		{codes.NotFound, ErrNotFound},
+		{codes.Unknown, ErrRuntime},
+		{codes.Internal, ErrRuntime},
+		{codes.Unavailable, ErrUnavailable},
+		{codes.Unimplemented, ErrUnimplemented},
+		{codes.InvalidArgument, ErrInvalidArgument},
+		{codes.PermissionDenied, ErrPermissionDenied},
+		{codes.Unauthenticated, ErrPermissionDenied},
+		{codes.ResourceExhausted, ErrResourceExhausted},
+		{codes.DeadlineExceeded, ErrDeadline},
+	}
+	for _, tt := range tests {
+		t.Run(tt.code.String(), func(t *testing.T) {
+			c := connect(t, &fakeRuntime{pull: func(context.Context, *runtimeapi.PullImageRequest) (string, error) {
+				return "", status.Error(tt.code, msg)
+			}}, time.Second)
+			_, err := c.PullImage(context.Background(), "x", nil)
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("err = %v, want %v", err, tt.want)
+			}
+			if status.Code(err) != tt.code || !strings.Contains(err.Error(), msg) {
+				t.Fatalf("original status lost: code %v, %q", status.Code(err), err)
+			}
+			var ce *Error
+			if !errors.As(err, &ce) || ce.Op != "PullImage" {
+				t.Fatalf("not an *Error naming the call: %#v", err)
+			}
+		})
+	}
+}
+
+func TestTimeoutOnCallsButNotPull(t *testing.T) {
+	hang := func(ctx context.Context) { <-ctx.Done() }
+	f := &fakeRuntime{
+		list: func(ctx context.Context) ([]*runtimeapi.Image, error) { hang(ctx); return nil, ctx.Err() },
+		pull: func(context.Context, *runtimeapi.PullImageRequest) (string, error) {
+			time.Sleep(300 * time.Millisecond) // longer than the call timeout
+			return "sha256:slow", nil
+		},
+	}
+	c := connect(t, f, 100*time.Millisecond)
+	if _, err := c.ListImages(context.Background()); !errors.Is(err, ErrDeadline) {
+		t.Fatalf("ListImages = %v, want ErrDeadline", err)
+	}
+	ref, err := c.PullImage(context.Background(), "x", nil)
+	if err != nil || ref != "sha256:slow" {
+		t.Fatalf("PullImage = %q, %v; want it to outlive the call timeout", ref, err)
+	}
+}
+
+func TestPullCanceled(t *testing.T) {
+	started := make(chan struct{})
+	f := &fakeRuntime{pull: func(ctx context.Context, _ *runtimeapi.PullImageRequest) (string, error) {
+		close(started)
+		<-ctx.Done()
+		return "", ctx.Err()
+	}}
+	c := connect(t, f, time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-started; cancel() }()
+	if _, err := c.PullImage(ctx, "x", nil); !errors.Is(err, ErrCanceled) {
+		t.Fatalf("PullImage = %v, want ErrCanceled", err)
+	}
+}
+
+func TestCallsPassThrough(t *testing.T) {
+	img := &runtimeapi.Image{Id: "sha256:1", RepoTags: []string{"docker.io/library/a:1"}, Size: 10}
+	f := &fakeRuntime{
+		list:   func(context.Context) ([]*runtimeapi.Image, error) { return []*runtimeapi.Image{img}, nil },
+		status: func(_ context.Context, ref string) (*runtimeapi.Image, error) { return nil, nil },
+		fsInfo: func(context.Context) (*runtimeapi.ImageFsInfoResponse, error) {
+			return &runtimeapi.ImageFsInfoResponse{ImageFilesystems: []*runtimeapi.FilesystemUsage{{
+				FsId: &runtimeapi.FilesystemIdentifier{Mountpoint: "/var/lib/containerd"}}}}, nil
+		},
+	}
+	c := connect(t, f, time.Second)
+	ctx := context.Background()
+	auth := &runtimeapi.AuthConfig{Username: "u", Password: "p"}
+
+	imgs, err := c.ListImages(ctx)
+	if err != nil || len(imgs) != 1 || imgs[0].GetId() != "sha256:1" {
+		t.Fatalf("ListImages = %v, %v", imgs, err)
+	}
+	if got, err := c.ImageStatus(ctx, "absent"); got != nil || err != nil {
+		t.Fatalf("ImageStatus(absent) = %v, %v; want nil, nil", got, err)
+	}
+	if _, err := c.PullImage(ctx, "docker.io/library/a:1", auth); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.pullAt(0).GetAuth(); got.GetUsername() != "u" || got.GetPassword() != "p" || got.GetServerAddress() != "" {
+		t.Fatalf("auth not passed through unchanged: server address %q", got.GetServerAddress())
+	}
+	if err := c.RemoveImage(ctx, "docker.io/library/a:1"); err != nil {
+		t.Fatal(err)
+	}
+	fs, err := c.ImageFsInfo(ctx)
+	if err != nil || fs.GetImageFilesystems()[0].GetFsId().GetMountpoint() != "/var/lib/containerd" {
+		t.Fatalf("ImageFsInfo = %v, %v", fs, err)
+	}
+}
+
+func TestPullWithoutImageRef(t *testing.T) {
+	c := connect(t, &fakeRuntime{pull: func(context.Context, *runtimeapi.PullImageRequest) (string, error) {
+		return "", nil
+	}}, time.Second)
+	if _, err := c.PullImage(context.Background(), "x", nil); !errors.Is(err, ErrRuntime) {
+		t.Fatalf("PullImage = %v, want ErrRuntime", err)
+	}
+}
