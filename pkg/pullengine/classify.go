@@ -1,0 +1,159 @@
+package pullengine
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	crierrors "k8s.io/cri-api/pkg/errors"
+)
+
+// Class is the stable, machine-readable reason of a pull outcome, worded
+// like the kubelet's image pull reasons. It is empty for a successful pull.
+type Class string
+
+// Pull outcome classes.
+const (
+	// ClassInvalidImageName: the reference does not parse; the runtime is
+	// never called.
+	ClassInvalidImageName Class = "InvalidImageName"
+	// ClassRegistryUnavailable: the registry could not be reached or
+	// answered with a server error or rate limit.
+	ClassRegistryUnavailable Class = "RegistryUnavailable"
+	// ClassUnauthorized: the registry refused the credentials (or their
+	// absence).
+	ClassUnauthorized Class = "Unauthorized"
+	// ClassNotFound: no such repository, tag or digest.
+	ClassNotFound Class = "NotFound"
+	// ClassNoMatchingPlatform: the image exists, but not for this node's
+	// OS and architecture.
+	ClassNoMatchingPlatform Class = "NoMatchingPlatform"
+	// ClassSignatureValidationFailed: the runtime's signature policy
+	// rejected the image.
+	ClassSignatureValidationFailed Class = "SignatureValidationFailed"
+	// ClassTimeout: the per-pull timeout (or a runtime deadline) expired.
+	ClassTimeout Class = "Timeout"
+	// ClassDiskPressure: the image filesystem is too full to start a pull,
+	// or the runtime ran out of space.
+	ClassDiskPressure Class = "DiskPressure"
+	// ClassErrImagePull: any other failure.
+	ClassErrImagePull Class = "ErrImagePull"
+	// ClassCanceled: the pull was no longer wanted. Not a failure of the
+	// image: it starts no back-off.
+	ClassCanceled Class = "Canceled"
+)
+
+// classRule maps message fragments (lower case) to a class.
+type classRule struct {
+	class     Class
+	fragments []string
+}
+
+// messageRules are tried in order, on the lower-cased message. containerd
+// reports most failures with code Unknown, so the message is what tells
+// them apart (see TESTBED.md). Order matters: a platform mismatch also says
+// "not found", a 401 during resolution also says "failed to resolve".
+var messageRules = []classRule{
+	{ClassInvalidImageName, []string{"invalid reference format", "failed to parse image reference"}},
+	{ClassNoMatchingPlatform, []string{"no match for platform", "no matching manifest for", "does not match the specified platform"}},
+	{ClassSignatureValidationFailed, []string{"signature validation", "signature verification", "source image rejected", "no signature", "invalid signature"}},
+	{ClassDiskPressure, []string{"no space left on device", "disk quota exceeded"}},
+	{ClassTimeout, []string{"context deadline exceeded"}},
+	{ClassCanceled, []string{"context canceled"}},
+	{ClassUnauthorized, []string{"401 unauthorized", "unauthorized:", "authentication required", "403 forbidden",
+		"pull access denied", "denied: ", "insufficient_scope", "no basic auth credentials"}},
+	{ClassRegistryUnavailable, []string{"connection refused", "no such host", "i/o timeout", "network is unreachable",
+		"connection reset", "tls handshake timeout", "x509: ", "tls: ", "server gave http response to https client",
+		"500 internal server error", "502 bad gateway", "503 service unavailable", "504 gateway timeout",
+		"429 too many requests", "toomanyrequests", "server misbehaving", "temporary failure in name resolution",
+		"unexpected eof", "dial tcp"}},
+	{ClassNotFound, []string{": not found", "manifest unknown", "404 not found", "name unknown", "blob unknown"}},
+}
+
+// Classify maps an error from PullImage to a class, by gRPC code and
+// message. images are the reference spellings the pull used; they are
+// blanked out of the message first, so that a repository called
+// "team/unauthorized" does not read as an auth failure.
+func Classify(err error, images ...string) Class {
+	if err == nil {
+		return ""
+	}
+	code, msg := statusOf(err)
+	if c, ok := classifyCode(err, code, msg); ok {
+		return c
+	}
+	lower := strings.ToLower(scrub(msg, images))
+	for _, r := range messageRules {
+		for _, f := range r.fragments {
+			if strings.Contains(lower, f) {
+				return r.class
+			}
+		}
+	}
+	if code == codes.NotFound {
+		return ClassNotFound
+	}
+	return ClassErrImagePull
+}
+
+// classifyCode settles what the code or the CRI standard errors say
+// unambiguously, before the message is read.
+func classifyCode(err error, code codes.Code, msg string) (Class, bool) {
+	switch {
+	case errors.Is(err, crierrors.ErrRegistryUnavailable),
+		strings.HasPrefix(msg, crierrors.ErrRegistryUnavailable.Error()):
+		return ClassRegistryUnavailable, true
+	case errors.Is(err, crierrors.ErrSignatureValidationFailed),
+		strings.HasPrefix(msg, crierrors.ErrSignatureValidationFailed.Error()):
+		return ClassSignatureValidationFailed, true
+	case code == codes.Canceled || errors.Is(err, context.Canceled):
+		return ClassCanceled, true
+	case code == codes.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded):
+		return ClassTimeout, true
+	case code == codes.Unavailable:
+		// The CRI socket itself is unreachable: no registry was asked, so
+		// "connection refused" in the message is not the registry's.
+		return ClassErrImagePull, true
+	}
+	return "", false
+}
+
+// statusOf finds the gRPC status in err's chain, returning its code and its
+// own message (without the "rpc error: code = ... desc =" decoration), or
+// Unknown and err's message.
+func statusOf(err error) (codes.Code, string) {
+	var gs interface{ GRPCStatus() *status.Status }
+	if errors.As(err, &gs) && gs.GRPCStatus() != nil {
+		s := gs.GRPCStatus()
+		return s.Code(), s.Message()
+	}
+	return codes.Unknown, err.Error()
+}
+
+// Message is the human-readable text of a pull error: the runtime's own
+// message when there is one, bounded to MaxMessageBytes.
+func Message(err error) string {
+	if err == nil {
+		return ""
+	}
+	_, msg := statusOf(err)
+	return truncate(msg, MaxMessageBytes)
+}
+
+// scrub blanks image names out of msg. Only names with a slash are used:
+// normalised ones always have one, and a bare word such as "found" would
+// blank out the very fragments the rules look for.
+func scrub(msg string, images []string) string {
+	images = slices.Clone(images)
+	// Longest first, so that a name does not cut its own tagged form.
+	slices.SortFunc(images, func(a, b string) int { return len(b) - len(a) })
+	for _, img := range images {
+		if strings.Contains(img, "/") {
+			msg = strings.ReplaceAll(msg, img, "<image>")
+		}
+	}
+	return msg
+}

@@ -1,0 +1,134 @@
+package pullengine
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	crierrors "k8s.io/cri-api/pkg/errors"
+)
+
+// wantByCase is the class of each case in testdata/cri-pull-errors.txt
+// (real containerd answers captured on the test bed).
+var wantByCase = map[string]Class{
+	"nonexistent tag":                                      ClassNotFound,
+	"nonexistent repo":                                     ClassNotFound,
+	"nonexistent digest":                                   ClassNotFound,
+	"registry port closed":                                 ClassRegistryUnavailable,
+	"auth registry, no credentials":                        ClassUnauthorized,
+	"auth registry, wrong password":                        ClassUnauthorized,
+	"auth registry, image already present, no credentials": ClassUnauthorized,
+	"malformed: spaces":                                    ClassInvalidImageName,
+	"malformed: uppercase repo":                            ClassInvalidImageName,
+	"malformed: short digest":                              ClassInvalidImageName,
+	"malformed: empty":                                     ClassInvalidImageName,
+	"arm64-only index on amd64 node":                       ClassNoMatchingPlatform,
+	"client deadline 200ms on 100MB image":                 ClassTimeout,
+}
+
+var errorLine = regexp.MustCompile(`^ERROR PullImage\((.*)\) after \S+: code=(\w+) msg=(".*")$`)
+
+func TestClassifyContainerdErrors(t *testing.T) {
+	f, err := os.Open("testdata/cri-pull-errors.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	codeByName := map[string]codes.Code{}
+	for c := codes.OK; c <= codes.Unauthenticated; c++ {
+		codeByName[c.String()] = c
+	}
+	heading, seen := "", 0
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if h, ok := strings.CutPrefix(line, "## "); ok {
+			heading = h
+			continue
+		}
+		m := errorLine.FindStringSubmatch(line)
+		if m == nil {
+			if strings.HasPrefix(line, "ERROR") {
+				t.Fatalf("unparsed error line: %s", line)
+			}
+			continue
+		}
+		want, ok := wantByCase[heading]
+		if !ok {
+			t.Fatalf("case %q has no expected class: add it to wantByCase", heading)
+		}
+		msg, err := strconv.Unquote(m[3])
+		if err != nil {
+			t.Fatalf("%s: %v", heading, err)
+		}
+		// As criclient returns it: the status wrapped with the call name.
+		err = fmt.Errorf("PullImage: %w", status.Error(codeByName[m[2]], msg))
+		if got := Classify(err, m[1]); got != want {
+			t.Errorf("%s: Classify = %s, want %s (code %s, msg %q)", heading, got, want, m[2], msg)
+		}
+		seen++
+	}
+	if seen != len(wantByCase) {
+		t.Fatalf("classified %d error lines, expected %d", seen, len(wantByCase))
+	}
+}
+
+func TestClassify(t *testing.T) {
+	const img = "127.0.0.1:35000/team/unauthorized:v1"
+	tests := []struct {
+		name string
+		err  error
+		want Class
+	}{
+		{"nil", nil, ""},
+		{"cri registry unavailable prefix", status.Error(codes.Unknown, "RegistryUnavailable: registry x is down"), ClassRegistryUnavailable},
+		{"cri signature prefix", status.Error(codes.Unknown, "SignatureValidationFailed: no valid signature"), ClassSignatureValidationFailed},
+		{"cri sentinel in-process", fmt.Errorf("pull: %w", crierrors.ErrRegistryUnavailable), ClassRegistryUnavailable},
+		{"crio policy", status.Error(codes.Unknown, "Source image rejected: A signature was required, but no signature exists"), ClassSignatureValidationFailed},
+		{"docker hub denied", status.Error(codes.Unknown, "pull access denied, repository does not exist or may require authorization"), ClassUnauthorized},
+		{"403", status.Error(codes.Unknown, `unexpected status from HEAD request to https://ghcr.io/v2/x/manifests/1: 403 Forbidden`), ClassUnauthorized},
+		{"rate limited", status.Error(codes.Unknown, "toomanyrequests: You have reached your pull rate limit"), ClassRegistryUnavailable},
+		{"tls", status.Error(codes.Unknown, "tls: failed to verify certificate: x509: certificate signed by unknown authority"), ClassRegistryUnavailable},
+		{"dns", status.Error(codes.Unknown, "dial tcp: lookup reg.invalid: no such host"), ClassRegistryUnavailable},
+		{"503", status.Error(codes.Unknown, "unexpected status: 503 Service Unavailable"), ClassRegistryUnavailable},
+		{"disk full", status.Error(codes.Unknown, "failed to extract layer: write /var/lib/x: no space left on device"), ClassDiskPressure},
+		{"runtime deadline text", status.Error(codes.Unknown, "context deadline exceeded"), ClassTimeout},
+		{"canceled code", status.Error(codes.Canceled, "context canceled"), ClassCanceled},
+		{"bare NotFound", status.Error(codes.NotFound, "gone"), ClassNotFound},
+		{"manifest unknown", status.Error(codes.Unknown, "manifest unknown: manifest unknown"), ClassNotFound},
+		{"cri socket down", status.Error(codes.Unavailable, "dial unix /run/containerd/containerd.sock: connect: connection refused"), ClassErrImagePull},
+		{"plain error", errors.New("something odd"), ClassErrImagePull},
+		{"image named unauthorized, really not found",
+			status.Error(codes.NotFound, `failed to resolve reference "`+img+`": `+img+`: not found`), ClassNotFound},
+		{"image named unauthorized, registry down",
+			status.Error(codes.Unknown, `failed to do request: Head "http://127.0.0.1:35000/v2/team/unauthorized/manifests/v1": dial tcp 127.0.0.1:35000: connect: connection refused`), ClassRegistryUnavailable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Classify(tt.err, img, "127.0.0.1:35000/team/unauthorized", "team/unauthorized"); got != tt.want {
+				t.Fatalf("Classify = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestMessage(t *testing.T) {
+	err := fmt.Errorf("PullImage: %w", status.Error(codes.Unknown, "boom"))
+	if got := Message(err); got != "boom" {
+		t.Fatalf("Message = %q, want the runtime's own text", got)
+	}
+	long := status.Error(codes.Unknown, strings.Repeat("é", 2000))
+	got := Message(long)
+	if len(got) > MaxMessageBytes || !strings.HasSuffix(got, "…") || !utf8Valid(got) {
+		t.Fatalf("Message not bounded on a rune boundary: %d bytes", len(got))
+	}
+}
+
+func utf8Valid(s string) bool { return strings.ToValidUTF8(s, "\uFFFD") == s }
