@@ -1,0 +1,249 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Bounds of an ImageWarm. They keep one object, its status and the work one
+// object can ask of every node small enough to reason about.
+const (
+	// MaxImagesPerWarm is the most images one ImageWarm may list.
+	MaxImagesPerWarm = 100
+	// MaxPullSecrets is the most pull secrets one ImageWarm may name.
+	MaxPullSecrets = 8
+	// MaxReportedFailures is the most node failures an ImageWarm's status lists.
+	MaxReportedFailures = 10
+	// MaxMessageLength is the longest message kept in a status; longer runtime
+	// messages are cut.
+	MaxMessageLength = 512
+)
+
+// PullPolicy says when an agent pulls an image it is asked to keep.
+// +kubebuilder:validation:Enum=IfNotPresent;Always
+type PullPolicy string
+
+const (
+	// PullIfNotPresent pulls an image only when the node does not have it.
+	PullIfNotPresent PullPolicy = "IfNotPresent"
+	// PullAlways also pulls present images again every refreshInterval, so
+	// that a tag moved in the registry is followed.
+	PullAlways PullPolicy = "Always"
+)
+
+// ImageWarmSpec says which images must be present on which nodes.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.refreshInterval) || self.pullPolicy == 'Always'",message="refreshInterval is only allowed with pullPolicy Always"
+type ImageWarmSpec struct {
+	// images to keep present on every selected node, as a Pod's image field
+	// takes them. A reference with neither tag nor digest means ":latest";
+	// one with both a tag and a digest is pulled by its digest. Entries must
+	// be unique.
+	// +required
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=100
+	Images []ImageReference `json:"images"`
+
+	// nodeSelector selects the nodes that must hold the images, by their
+	// labels, written like a Pod's label selector. Absent or empty selects
+	// every node.
+	// +optional
+	NodeSelector *NodeSelector `json:"nodeSelector,omitempty"`
+
+	// pullPolicy is IfNotPresent (pull only what is missing) or Always (also
+	// pull present images again every refreshInterval, to follow moved tags).
+	// +optional
+	// +kubebuilder:default=IfNotPresent
+	PullPolicy PullPolicy `json:"pullPolicy,omitempty"`
+
+	// refreshInterval is how often present images are pulled again under
+	// pullPolicy Always; the agent uses one hour when it is unset. At least
+	// one minute. Only allowed with pullPolicy Always.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m')",message="refreshInterval must be at least 1m"
+	RefreshInterval *metav1.Duration `json:"refreshInterval,omitempty"`
+
+	// imagePullSecrets name Secrets in this ImageWarm's namespace (of type
+	// kubernetes.io/dockerconfigjson or kubernetes.io/dockercfg) whose
+	// credentials are tried, in order, for the images' registries. Secrets of
+	// other namespaces cannot be used.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=8
+	ImagePullSecrets []SecretReference `json:"imagePullSecrets,omitempty"`
+
+	// priority orders pulls on a node: images of higher-priority ImageWarms
+	// are pulled first. Between -1000 and 1000; 0 by default.
+	// +optional
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:Minimum=-1000
+	// +kubebuilder:validation:Maximum=1000
+	Priority int32 `json:"priority,omitempty"`
+
+	// suspend stops new pulls for this ImageWarm and cancels queued ones.
+	// Images already present are left alone.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+
+	// pullTimeout bounds one pull of one image; a pull that takes longer is
+	// cancelled and reported with reason Timeout. Between 10s and 24h; the
+	// agent's --pull-timeout applies when unset.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10s') && duration(self) <= duration('24h')",message="pullTimeout must be between 10s and 24h"
+	PullTimeout *metav1.Duration `json:"pullTimeout,omitempty"`
+}
+
+// ImageWarm condition types.
+const (
+	// ConditionReady is True when every matching node has every image.
+	ConditionReady = "Ready"
+	// ConditionProgressing is True while some matching node is still pulling.
+	ConditionProgressing = "Progressing"
+	// ConditionDegraded is True when some matching node failed to pull an
+	// image.
+	ConditionDegraded = "Degraded"
+)
+
+// NodeCounts counts the nodes an ImageWarm selects, by how far they are.
+type NodeCounts struct {
+	// matching nodes are those the nodeSelector selects.
+	// +optional
+	Matching int32 `json:"matching"`
+	// ready nodes have every image of the ImageWarm.
+	// +optional
+	Ready int32 `json:"ready"`
+	// pulling nodes are still pulling or waiting to pull some image.
+	// +optional
+	Pulling int32 `json:"pulling"`
+	// failed nodes failed to pull some image and are backing off.
+	// +optional
+	Failed int32 `json:"failed"`
+	// notReporting nodes match but have no agent report for this ImageWarm.
+	// +optional
+	NotReporting int32 `json:"notReporting"`
+}
+
+// ImageFleetStatus is one image's progress across the matching nodes.
+type ImageFleetStatus struct {
+	// image is the reference as written in spec.images.
+	// +required
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image"`
+	// digest is the repository digest nodes resolved the image to, when
+	// they agree.
+	// +optional
+	// +kubebuilder:validation:MaxLength=200
+	Digest string `json:"digest,omitempty"`
+	// ready is the number of matching nodes that have the image.
+	// +optional
+	Ready int32 `json:"ready"`
+	// pulling is the number of matching nodes pulling or about to pull it.
+	// +optional
+	Pulling int32 `json:"pulling"`
+	// failed is the number of matching nodes that failed to pull it.
+	// +optional
+	Failed int32 `json:"failed"`
+}
+
+// NodeFailure is one node's failure to pull one image.
+type NodeFailure struct {
+	// node is the name of the node.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Node string `json:"node"`
+	// image is the reference as written in spec.images.
+	// +required
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image"`
+	// reason is a stable, machine-readable class such as Unauthorized,
+	// NotFound or RegistryUnavailable.
+	// +required
+	// +kubebuilder:validation:MaxLength=64
+	Reason string `json:"reason"`
+	// message is the runtime's explanation, cut to 512 characters.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Message string `json:"message,omitempty"`
+}
+
+// ImageWarmStatus is the fleet-wide summary the controller folds from the
+// nodes' reports. Its size does not grow with the number of nodes.
+type ImageWarmStatus struct {
+	// observedGeneration is the spec generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions are Ready, Progressing and Degraded.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// imageCount is the number of images in the spec.
+	// +optional
+	ImageCount int32 `json:"imageCount,omitempty"`
+
+	// nodes counts the matching nodes by progress.
+	// +optional
+	Nodes NodeCounts `json:"nodes,omitempty"`
+
+	// images is each image's progress across the matching nodes.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=100
+	Images []ImageFleetStatus `json:"images,omitempty"`
+
+	// failures lists the first few nodes that failed to pull an image.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=10
+	Failures []NodeFailure `json:"failures,omitempty"`
+}
+
+// ImageWarm asks that a set of container images be kept present on the nodes
+// its selector matches. An agent on each node pulls what is missing through
+// the node's container runtime and reports back; the status sums up the fleet.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=iw,categories=warmer
+// +kubebuilder:printcolumn:name="Images",type=integer,JSONPath=`.status.imageCount`,description="Images in the spec"
+// +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.nodes.matching`,description="Nodes the selector matches"
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.nodes.ready`,description="Nodes that have every image"
+// +kubebuilder:printcolumn:name="Failed",type=integer,JSONPath=`.status.nodes.failed`,description="Nodes that failed to pull an image"
+// +kubebuilder:printcolumn:name="Warm",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,description="The Ready condition"
+// +kubebuilder:printcolumn:name="Pulling",type=integer,JSONPath=`.status.nodes.pulling`,priority=1,description="Nodes still pulling"
+// +kubebuilder:printcolumn:name="Not-Reporting",type=integer,JSONPath=`.status.nodes.notReporting`,priority=1,description="Matching nodes without an agent report"
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1,description="Reason of the Ready condition"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ImageWarm struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec says which images must be present on which nodes.
+	// +required
+	Spec ImageWarmSpec `json:"spec"`
+
+	// status sums up the matching nodes' progress.
+	// +optional
+	Status ImageWarmStatus `json:"status,omitempty"`
+}
+
+// ImageWarmList is a list of ImageWarms.
+//
+// +kubebuilder:object:root=true
+type ImageWarmList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ImageWarm `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ImageWarm{}, &ImageWarmList{})
+}

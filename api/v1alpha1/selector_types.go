@@ -1,0 +1,78 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// NodeSelector selects nodes by their labels. It is written exactly like a
+// metav1.LabelSelector (matchLabels, matchExpressions); it is a type of its own
+// only so that every list and string in it is bounded and checked by the API
+// server, which a metav1.LabelSelector field in a CRD is not.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.matchLabels) || self.matchLabels.all(k, size(k) <= 317 && k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))",message="matchLabels keys must be valid label keys: an optional DNS subdomain prefix and '/', then a name of at most 63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric"
+type NodeSelector struct {
+	// matchLabels selects nodes that carry every one of these labels with
+	// exactly these values.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	MatchLabels map[string]LabelValue `json:"matchLabels,omitempty"`
+
+	// matchExpressions selects nodes that satisfy every one of these
+	// requirements.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	MatchExpressions []NodeSelectorRequirement `json:"matchExpressions,omitempty"`
+}
+
+// LabelValue is the value of a node label: at most 63 alphanumerics, '-',
+// '_' or '.', starting and ending alphanumeric, or empty.
+// +kubebuilder:validation:MaxLength=63
+// +kubebuilder:validation:Pattern=`^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$`
+type LabelValue string
+
+// NodeSelectorRequirement is one label requirement: a key, an operator and,
+// for In and NotIn, the values.
+//
+// +kubebuilder:validation:XValidation:rule="(self.operator in ['In', 'NotIn']) == (has(self.values) && size(self.values) > 0)",message="values must be non-empty for In and NotIn, and absent for Exists and DoesNotExist"
+type NodeSelectorRequirement struct {
+	// key is the label key the requirement applies to.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=317
+	// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`
+	Key string `json:"key"`
+
+	// operator relates the key to the values: In, NotIn, Exists or
+	// DoesNotExist.
+	// +required
+	// +kubebuilder:validation:Enum=In;NotIn;Exists;DoesNotExist
+	Operator metav1.LabelSelectorOperator `json:"operator"`
+
+	// values for In and NotIn.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$`
+	Values []string `json:"values,omitempty"`
+}
+
+// AsSelector turns the selector into a labels.Selector. A nil selector, like
+// an empty one, selects every node.
+func (s *NodeSelector) AsSelector() (labels.Selector, error) {
+	if s == nil {
+		return labels.Everything(), nil
+	}
+	ls := &metav1.LabelSelector{MatchLabels: make(map[string]string, len(s.MatchLabels))}
+	for k, v := range s.MatchLabels {
+		ls.MatchLabels[k] = string(v)
+	}
+	for _, r := range s.MatchExpressions {
+		ls.MatchExpressions = append(ls.MatchExpressions, metav1.LabelSelectorRequirement{
+			Key: r.Key, Operator: r.Operator, Values: r.Values,
+		})
+	}
+	return metav1.LabelSelectorAsSelector(ls)
+}

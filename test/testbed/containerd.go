@@ -1,0 +1,176 @@
+package testbed
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Containerd is one containerd process with its CRI plugin, standing in for
+// one node's container runtime. Each has its own root, state, socket and temp
+// directory, so several run side by side.
+type Containerd struct {
+	// Name is the simulated node's name.
+	Name string
+	// Dir holds everything the instance writes.
+	Dir string
+	// Socket is the path of the gRPC socket; Endpoint is it as a URL.
+	Socket, Endpoint string
+
+	t    testing.TB
+	proc *process
+}
+
+// StartContainerd starts a containerd for the named node and waits until its
+// CRI answers Version. It is stopped, and its mounts and files removed, at
+// cleanup.
+func StartContainerd(t testing.TB, node string) *Containerd {
+	t.Helper()
+	c := &Containerd{Name: node, Dir: shortDir(t, "ctd"), t: t}
+	c.Socket = filepath.Join(c.Dir, "c.sock")
+	c.Endpoint = "unix://" + c.Socket
+	for _, d := range []string{"root", "state", "opt", "tmp", "cni/conf", "cni/bin"} {
+		if err := os.MkdirAll(filepath.Join(c.Dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(c.Dir, "config.toml"), []byte(c.config()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.Start()
+	t.Cleanup(c.Stop)
+	return c
+}
+
+// Start (re)starts containerd and waits for its CRI to answer.
+func (c *Containerd) Start() {
+	c.t.Helper()
+	bin, err := lookPath("containerd")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	// Temp mounts made while unpacking layers land in TMPDIR: keep them
+	// inside Dir so cleanup finds them even after a kill.
+	p, err := startProcess("containerd "+c.Name, filepath.Join(c.Dir, "containerd.log"),
+		[]string{"TMPDIR=" + filepath.Join(c.Dir, "tmp")}, bin, "--config", filepath.Join(c.Dir, "config.toml"))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.proc = p
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// The socket appears before the CRI plugin is usable (and stays even
+	// when the plugin failed), so only a successful Version counts.
+	if err := waitFor(ctx, p, "CRI Version answer", c.version); err != nil {
+		p.kill()
+		c.t.Fatal(err)
+	}
+}
+
+// Stop stops containerd gracefully (SIGTERM, then SIGKILL after 10 s).
+func (c *Containerd) Stop() {
+	if c.proc != nil {
+		c.proc.stop(10 * time.Second)
+	}
+}
+
+// Kill kills containerd at once, as a crash would.
+func (c *Containerd) Kill() {
+	if c.proc != nil {
+		c.proc.kill()
+	}
+}
+
+// Log returns the last lines of containerd's log.
+func (c *Containerd) Log(lines int) string { return tailFile(filepath.Join(c.Dir, "containerd.log"), lines) }
+
+// ImageService returns a raw CRI image client for the test's own checks
+// (what the agent pulled, removing an image by hand). It is closed at cleanup.
+func (c *Containerd) ImageService(t testing.TB) runtimeapi.ImageServiceClient {
+	t.Helper()
+	conn := c.dial(t)
+	return runtimeapi.NewImageServiceClient(conn)
+}
+
+func (c *Containerd) dial(t testing.TB) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient("unix://"+c.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatalf("dialling %s: %v", c.Socket, err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+func (c *Containerd) version(ctx context.Context) error {
+	conn, err := grpc.NewClient("unix://"+c.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	_, err = runtimeapi.NewRuntimeServiceClient(conn).Version(ctx, &runtimeapi.VersionRequest{})
+	return err
+}
+
+func (c *Containerd) config() string {
+	return fmt.Sprintf(`version = 2
+root = %[1]q
+state = %[2]q
+# Snapshotters that cannot work here only add noise to the log.
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
+
+[grpc]
+  address = %[3]q
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = %[4]q
+
+[plugins."io.containerd.grpc.v1.cri"]
+  # ImageFsInfo is refreshed this often (seconds); the default is 10.
+  stats_collect_period = 1
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = %[5]q
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    conf_dir = %[6]q
+    bin_dir = %[7]q
+`, filepath.Join(c.Dir, "root"), filepath.Join(c.Dir, "state"), c.Socket, filepath.Join(c.Dir, "opt"),
+		snapshotter(), filepath.Join(c.Dir, "cni/conf"), filepath.Join(c.Dir, "cni/bin"))
+}
+
+var (
+	snapshotterOnce sync.Once
+	snapshotterName string
+)
+
+// snapshotter is overlayfs when this machine can mount an overlay, and the
+// slower but always available native snapshotter otherwise.
+func snapshotter() string {
+	snapshotterOnce.Do(func() {
+		snapshotterName = "native"
+		dir, err := os.MkdirTemp("/tmp", "wb-ovl-")
+		if err != nil {
+			return
+		}
+		defer os.RemoveAll(dir)
+		for _, d := range []string{"l", "u", "w", "m"} {
+			_ = os.Mkdir(filepath.Join(dir, d), 0o755)
+		}
+		opts := fmt.Sprintf("lowerdir=%s/l,upperdir=%s/u,workdir=%s/w", dir, dir, dir)
+		if syscall.Mount("overlay", filepath.Join(dir, "m"), "overlay", 0, opts) == nil {
+			_ = syscall.Unmount(filepath.Join(dir, "m"), 0)
+			snapshotterName = "overlayfs"
+		}
+	})
+	return snapshotterName
+}

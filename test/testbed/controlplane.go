@@ -1,0 +1,168 @@
+package testbed
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	goruntime "runtime"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+)
+
+// ControlPlane is a real kube-apiserver and etcd, with warmer's CRDs
+// installed.
+type ControlPlane struct {
+	// Config is an admin rest.Config.
+	Config *rest.Config
+	// Client is an admin client that knows warmer's types.
+	Client client.Client
+	// Kubeconfig is the path of an admin kubeconfig file, for kubectl.
+	Kubeconfig string
+
+	env *envtest.Environment
+}
+
+// StartControlPlane starts kube-apiserver and etcd from KUBEBUILDER_ASSETS,
+// installs the CRDs from config/crd/bases and stops everything at cleanup.
+func StartControlPlane(t testing.TB) *ControlPlane {
+	t.Helper()
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		t.Fatal("KUBEBUILDER_ASSETS is not set: run the tests through `make test`, which builds kube-apiserver and etcd")
+	}
+	env := &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(t), "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+		BinaryAssetsDirectory: assets,
+	}
+	cfg, err := env.Start()
+	abs, _ := filepath.EvalSymlinks(assets)
+	pids := childrenRunning(abs)
+	for _, pid := range pids {
+		guardGroup(pid) // envtest gives each its own process group
+	}
+	for _, dir := range envtestDirs(env) {
+		guardDir(dir)
+	}
+	if err != nil {
+		// envtest leaves its processes running when, say, a CRD is refused.
+		_ = env.Stop()
+		t.Fatalf("starting kube-apiserver and etcd: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Logf("stopping the control plane: %v", err)
+		}
+		for _, pid := range pids {
+			unguardGroup(pid)
+		}
+	})
+	cp := &ControlPlane{Config: cfg, env: env}
+	if cp.Client, err = client.New(cfg, client.Options{Scheme: Scheme()}); err != nil {
+		t.Fatal(err)
+	}
+	cp.Kubeconfig = cp.writeKubeconfig(t)
+	return cp
+}
+
+// envtestDirs are the temp dirs envtest made for etcd's data and the API
+// server's certificates.
+func envtestDirs(env *envtest.Environment) []string {
+	var dirs []string
+	if etcd := env.ControlPlane.Etcd; etcd != nil && etcd.DataDir != "" {
+		dirs = append(dirs, etcd.DataDir)
+	}
+	if api := env.ControlPlane.APIServer; api != nil && api.CertDir != "" {
+		dirs = append(dirs, api.CertDir)
+	}
+	return dirs
+}
+
+// Scheme knows the built-in types and warmer's.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(s)
+	_ = warmv1.AddToScheme(s)
+	return s
+}
+
+// AddUser makes a user with the given groups and returns its rest.Config.
+func (cp *ControlPlane) AddUser(t testing.TB, name string, groups ...string) *rest.Config {
+	t.Helper()
+	u, err := cp.env.AddUser(envtest.User{Name: name, Groups: groups}, cp.Config)
+	if err != nil {
+		t.Fatalf("adding user %s: %v", name, err)
+	}
+	return u.Config()
+}
+
+func (cp *ControlPlane) writeKubeconfig(t testing.TB) string {
+	t.Helper()
+	u, err := cp.env.AddUser(envtest.User{Name: "testbed-admin", Groups: []string{"system:masters"}}, cp.Config)
+	if err != nil {
+		t.Fatalf("adding the admin user: %v", err)
+	}
+	b, err := u.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// CreateNode creates a Node object named name with the given labels, as the
+// kubelet would register it, and deletes it at cleanup.
+func (cp *ControlPlane) CreateNode(t testing.TB, name string, labels map[string]string) *corev1.Node {
+	t.Helper()
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	if node.Labels == nil {
+		node.Labels = map[string]string{}
+	}
+	node.Labels[corev1.LabelHostname] = name
+	ctx := context.Background()
+	if err := cp.Client.Create(ctx, node); err != nil {
+		t.Fatalf("creating node %s: %v", name, err)
+	}
+	t.Cleanup(func() { _ = cp.Client.Delete(context.Background(), node) })
+	return node
+}
+
+// RepoRoot is the folder holding warmer's go.mod.
+func RepoRoot(t testing.TB) string {
+	t.Helper()
+	_, file, _, ok := goruntime.Caller(0)
+	if !ok {
+		t.Fatal("cannot locate the test bed's source")
+	}
+	dir := filepath.Dir(file)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal(fmt.Errorf("no go.mod above %s", file))
+		}
+		dir = parent
+	}
+}
+
+// GVR of warmer's resources, for dynamic clients and kubectl checks.
+var (
+	ImageWarmsGVR = schema.GroupVersionResource{Group: warmv1.GroupVersion.Group, Version: warmv1.GroupVersion.Version, Resource: "imagewarms"}
+	NodeWarmsGVR  = schema.GroupVersionResource{Group: warmv1.GroupVersion.Group, Version: warmv1.GroupVersion.Version, Resource: "nodewarms"}
+)

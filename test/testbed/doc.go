@@ -1,0 +1,14 @@
+// Package testbed starts the real parts warmer's tests run against, as
+// processes on loopback: a kube-apiserver with etcd (through envtest), OCI
+// registries (Debian's docker-registry) loaded with generated images, and one
+// containerd per simulated node, each with its own directories and socket,
+// plus a Node object per simulated node.
+//
+// Everything a helper starts is stopped by t.Cleanup, and every child process
+// is started with a parent-death signal, so a test that fails, panics or is
+// killed leaves no process, mount or port behind.
+//
+// The binaries come from the project's own install steps (make testbed):
+// KUBEBUILDER_ASSETS must name a folder with kube-apiserver and etcd, and
+// containerd and docker-registry must be on PATH.
+package testbed
