@@ -91,7 +91,9 @@ func (c *Containerd) Kill() {
 }
 
 // Log returns the last lines of containerd's log.
-func (c *Containerd) Log(lines int) string { return tailFile(filepath.Join(c.Dir, "containerd.log"), lines) }
+func (c *Containerd) Log(lines int) string {
+	return tailFile(filepath.Join(c.Dir, "containerd.log"), lines)
+}
 
 // ImageService returns a raw CRI image client for the test's own checks
 // (what the agent pulled, removing an image by hand). It is closed at cleanup.
