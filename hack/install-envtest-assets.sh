@@ -7,6 +7,7 @@
 #   hack/install-envtest-assets.sh            # prints the asset folder last
 #   KUBEBUILDER_ASSETS=$(hack/install-envtest-assets.sh)
 #
+# kubectl is built too when none is on PATH (the tests drive it).
 # A binary whose --version already matches is kept, so a second run costs
 # nothing. Progress goes to stderr; stdout carries only the folder.
 set -euo pipefail
@@ -36,7 +37,7 @@ gomod_of() { # module@version -> path of its downloaded go.mod
 	go mod download -json "$1" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",*$/\1/p'
 }
 
-build_apiserver() {
+k8s_module() {
 	local minor staging mod stamp ldflags pkg required
 	minor="${K8S_VERSION#v1.}"; minor="${minor%%.*}"
 	staging="v0.${K8S_VERSION#v1.}"
@@ -67,9 +68,14 @@ build_apiserver() {
 		ldflags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
 		ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=${stamp:-1970-01-01T00:00:00Z}"
 	done
-	say "building kube-apiserver $K8S_VERSION (a few minutes on a cold cache)"
-	(cd "$tmp/k8s" && go mod download k8s.io/kubernetes && go build -trimpath -ldflags "$ldflags" -o "$DEST/.kube-apiserver.new" k8s.io/kubernetes/cmd/kube-apiserver)
-	mv -f "$DEST/.kube-apiserver.new" "$DEST/kube-apiserver"
+	K8S_LDFLAGS="$ldflags"
+}
+
+build_k8s_cmd() { # kube-apiserver | kubectl
+	[ -f "$tmp/k8s/go.mod" ] || k8s_module
+	say "building $1 $K8S_VERSION (a few minutes on a cold cache)"
+	(cd "$tmp/k8s" && go mod download k8s.io/kubernetes && go build -trimpath -ldflags "$K8S_LDFLAGS" -o "$DEST/.$1.new" "k8s.io/kubernetes/cmd/$1")
+	mv -f "$DEST/.$1.new" "$DEST/$1"
 }
 
 build_etcd() {
@@ -89,11 +95,16 @@ build_etcd() {
 if version_is "$DEST/kube-apiserver" "Kubernetes $K8S_VERSION" --version; then
 	say "kube-apiserver $K8S_VERSION present"
 else
-	build_apiserver
+	build_k8s_cmd kube-apiserver
 fi
 if version_is "$DEST/etcd" "etcd Version: ${ETCD_VERSION#v}" --version; then
 	say "etcd $ETCD_VERSION present"
 else
 	build_etcd
+fi
+# The tests drive kubectl as a user would. Most machines have one; where
+# none is on PATH, build the matching client into the same folder.
+if ! command -v kubectl >/dev/null && ! version_is "$DEST/kubectl" "Client Version: $K8S_VERSION" version --client; then
+	build_k8s_cmd kubectl
 fi
 echo "$DEST"

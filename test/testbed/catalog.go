@@ -1,7 +1,5 @@
 package testbed
 
-import "testing"
-
 // Catalog is the standard set of test images.
 type Catalog struct {
 	// Small (1 MB), Medium (20 MB) and Large (100 MB) are one-layer images.
@@ -22,7 +20,7 @@ type Registries struct {
 }
 
 // StartRegistries starts an anonymous and an authenticated registry.
-func StartRegistries(t testing.TB) Registries {
+func StartRegistries(t TB) Registries {
 	t.Helper()
 	return Registries{
 		Anon: StartRegistry(t, RegistryOptions{Name: "anon"}),
@@ -32,7 +30,7 @@ func StartRegistries(t testing.TB) Registries {
 
 // LoadCatalog pushes the standard images: what every pull test needs.
 // Large (100 MB) is only made when withLarge is set, since it costs seconds.
-func (rs Registries) LoadCatalog(t testing.TB, withLarge bool) Catalog {
+func (rs Registries) LoadCatalog(t TB, withLarge bool) Catalog {
 	t.Helper()
 	c := Catalog{
 		Small:     rs.Anon.PushRandom(t, "test/small:v1", ImageOptions{LayerSize: 1 * MB}),

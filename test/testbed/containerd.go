@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
 
 	"google.golang.org/grpc"
@@ -26,16 +25,35 @@ type Containerd struct {
 	// Socket is the path of the gRPC socket; Endpoint is it as a URL.
 	Socket, Endpoint string
 
-	t    testing.TB
-	proc *process
+	t       TB
+	proc    *process
+	mirrors map[string]string
+}
+
+// ContainerdOption adjusts a containerd before it starts.
+type ContainerdOption func(*Containerd)
+
+// WithMirror serves every pull from registry (say "docker.io") from the test
+// registry at host instead. The real registry is never contacted, so the
+// sandbox can show familiar references without any traffic off the machine.
+func WithMirror(registry, host string) ContainerdOption {
+	return func(c *Containerd) {
+		if c.mirrors == nil {
+			c.mirrors = map[string]string{}
+		}
+		c.mirrors[registry] = host
+	}
 }
 
 // StartContainerd starts a containerd for the named node and waits until its
 // CRI answers Version. It is stopped, and its mounts and files removed, at
 // cleanup.
-func StartContainerd(t testing.TB, node string) *Containerd {
+func StartContainerd(t TB, node string, opts ...ContainerdOption) *Containerd {
 	t.Helper()
 	c := &Containerd{Name: node, Dir: shortDir(t, "ctd"), t: t}
+	for _, o := range opts {
+		o(c)
+	}
 	c.Socket = filepath.Join(c.Dir, "c.sock")
 	c.Endpoint = "unix://" + c.Socket
 	for _, d := range []string{"root", "state", "opt", "tmp", "cni/conf", "cni/bin"} {
@@ -44,6 +62,9 @@ func StartContainerd(t testing.TB, node string) *Containerd {
 		}
 	}
 	if err := os.WriteFile(filepath.Join(c.Dir, "config.toml"), []byte(c.config()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.writeMirrors(); err != nil {
 		t.Fatal(err)
 	}
 	c.Start()
@@ -97,13 +118,13 @@ func (c *Containerd) Log(lines int) string {
 
 // ImageService returns a raw CRI image client for the test's own checks
 // (what the agent pulled, removing an image by hand). It is closed at cleanup.
-func (c *Containerd) ImageService(t testing.TB) runtimeapi.ImageServiceClient {
+func (c *Containerd) ImageService(t TB) runtimeapi.ImageServiceClient {
 	t.Helper()
 	conn := c.dial(t)
 	return runtimeapi.NewImageServiceClient(conn)
 }
 
-func (c *Containerd) dial(t testing.TB) *grpc.ClientConn {
+func (c *Containerd) dial(t TB) *grpc.ClientConn {
 	t.Helper()
 	conn, err := grpc.NewClient("unix://"+c.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -147,7 +168,32 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     conf_dir = %[6]q
     bin_dir = %[7]q
 `, filepath.Join(c.Dir, "root"), filepath.Join(c.Dir, "state"), c.Socket, filepath.Join(c.Dir, "opt"),
-		snapshotter(), filepath.Join(c.Dir, "cni/conf"), filepath.Join(c.Dir, "cni/bin"))
+		snapshotter(), filepath.Join(c.Dir, "cni/conf"), filepath.Join(c.Dir, "cni/bin")) + c.registryConfig()
+}
+
+// registryConfig points the CRI plugin at per-registry hosts.toml files,
+// only when mirrors are asked for: without it, loopback registries are
+// reached over plain HTTP by default.
+func (c *Containerd) registryConfig() string {
+	if len(c.mirrors) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("  [plugins.\"io.containerd.grpc.v1.cri\".registry]\n    config_path = %q\n", filepath.Join(c.Dir, "certs.d"))
+}
+
+func (c *Containerd) writeMirrors() error {
+	for registry, host := range c.mirrors {
+		dir := filepath.Join(c.Dir, "certs.d", registry)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		// server is the mirror itself: no fallback to the real registry.
+		conf := fmt.Sprintf("server = %q\n\n[host.%q]\n  capabilities = [\"pull\", \"resolve\"]\n", "http://"+host, "http://"+host)
+		if err := os.WriteFile(filepath.Join(dir, "hosts.toml"), []byte(conf), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 var (

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	goruntime "runtime"
-	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,7 +34,7 @@ type ControlPlane struct {
 
 // StartControlPlane starts kube-apiserver and etcd from KUBEBUILDER_ASSETS,
 // installs the CRDs from config/crd/bases and stops everything at cleanup.
-func StartControlPlane(t testing.TB) *ControlPlane {
+func StartControlPlane(t TB) *ControlPlane {
 	t.Helper()
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
@@ -98,7 +97,7 @@ func Scheme() *runtime.Scheme {
 }
 
 // AddUser makes a user with the given groups and returns its rest.Config.
-func (cp *ControlPlane) AddUser(t testing.TB, name string, groups ...string) *rest.Config {
+func (cp *ControlPlane) AddUser(t TB, name string, groups ...string) *rest.Config {
 	t.Helper()
 	u, err := cp.env.AddUser(envtest.User{Name: name, Groups: groups}, cp.Config)
 	if err != nil {
@@ -107,7 +106,7 @@ func (cp *ControlPlane) AddUser(t testing.TB, name string, groups ...string) *re
 	return u.Config()
 }
 
-func (cp *ControlPlane) writeKubeconfig(t testing.TB) string {
+func (cp *ControlPlane) writeKubeconfig(t TB) string {
 	t.Helper()
 	u, err := cp.env.AddUser(envtest.User{Name: "testbed-admin", Groups: []string{"system:masters"}}, cp.Config)
 	if err != nil {
@@ -117,7 +116,7 @@ func (cp *ControlPlane) writeKubeconfig(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "kubeconfig")
+	path := filepath.Join(shortDir(t, "kube"), "kubeconfig")
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +125,7 @@ func (cp *ControlPlane) writeKubeconfig(t testing.TB) string {
 
 // CreateNode creates a Node object named name with the given labels, as the
 // kubelet would register it, and deletes it at cleanup.
-func (cp *ControlPlane) CreateNode(t testing.TB, name string, labels map[string]string) *corev1.Node {
+func (cp *ControlPlane) CreateNode(t TB, name string, labels map[string]string) *corev1.Node {
 	t.Helper()
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
 	if node.Labels == nil {
@@ -142,7 +141,7 @@ func (cp *ControlPlane) CreateNode(t testing.TB, name string, labels map[string]
 }
 
 // RepoRoot is the folder holding warmer's go.mod.
-func RepoRoot(t testing.TB) string {
+func RepoRoot(t TB) string {
 	t.Helper()
 	_, file, _, ok := goruntime.Caller(0)
 	if !ok {

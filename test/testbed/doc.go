@@ -12,3 +12,14 @@
 // KUBEBUILDER_ASSETS must name a folder with kube-apiserver and etcd, and
 // containerd and docker-registry must be on PATH.
 package testbed
+
+// TB is the part of testing.TB the test bed uses. A *testing.T satisfies it;
+// so does the local sandbox (make demo), which runs the same parts outside a
+// test.
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Logf(format string, args ...any)
+	Cleanup(func())
+}

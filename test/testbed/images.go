@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"testing"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -47,7 +46,7 @@ type ImageOptions struct {
 
 // RandomImage makes an image of random, incompressible layers, distinct from
 // every other image this returns.
-func RandomImage(t testing.TB, o ImageOptions) v1.Image {
+func RandomImage(t TB, o ImageOptions) v1.Image {
 	t.Helper()
 	if o.Layers < 1 {
 		o.Layers = 1
@@ -117,7 +116,7 @@ func randomSeed() []byte {
 }
 
 // Push uploads img as repoTag ("test/small:v1") and returns its reference.
-func (r *Registry) Push(t testing.TB, repoTag string, img v1.Image) Image {
+func (r *Registry) Push(t TB, repoTag string, img v1.Image) Image {
 	t.Helper()
 	ref := r.reference(t, repoTag)
 	if err := remote.Write(ref, img, r.remoteOptions()...); err != nil {
@@ -132,7 +131,7 @@ func (r *Registry) Push(t testing.TB, repoTag string, img v1.Image) Image {
 
 // PushIndex uploads a multi-platform index of fresh random images, one per
 // architecture, as repoTag.
-func (r *Registry) PushIndex(t testing.TB, repoTag string, layerSize int64, archs ...string) Image {
+func (r *Registry) PushIndex(t TB, repoTag string, layerSize int64, archs ...string) Image {
 	t.Helper()
 	idx := v1.ImageIndex(empty.Index)
 	var size int64
@@ -158,7 +157,7 @@ func (r *Registry) PushIndex(t testing.TB, repoTag string, layerSize int64, arch
 }
 
 // PushRandom generates and pushes a random image.
-func (r *Registry) PushRandom(t testing.TB, repoTag string, o ImageOptions) Image {
+func (r *Registry) PushRandom(t TB, repoTag string, o ImageOptions) Image {
 	t.Helper()
 	return r.Push(t, repoTag, RandomImage(t, o))
 }
@@ -166,7 +165,7 @@ func (r *Registry) PushRandom(t testing.TB, repoTag string, o ImageOptions) Imag
 // Ref is the full reference of repoTag on this registry.
 func (r *Registry) Ref(repoTag string) string { return r.Host + "/" + repoTag }
 
-func (r *Registry) reference(t testing.TB, repoTag string) name.Reference {
+func (r *Registry) reference(t TB, repoTag string) name.Reference {
 	t.Helper()
 	// Loopback registries speak plain HTTP.
 	ref, err := name.ParseReference(r.Ref(repoTag), name.Insecure)
@@ -183,7 +182,7 @@ func (r *Registry) remoteOptions() []remote.Option {
 	return []remote.Option{remote.WithAuth(&authn.Basic{Username: r.opts.Username, Password: r.opts.Password})}
 }
 
-func layerBytes(t testing.TB, img v1.Image) int64 {
+func layerBytes(t TB, img v1.Image) int64 {
 	t.Helper()
 	m, err := img.Manifest()
 	if err != nil {

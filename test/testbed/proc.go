@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"testing"
 	"time"
 )
 
@@ -123,7 +122,7 @@ func waitFor(ctx context.Context, p *process, what string, check func(context.Co
 
 // FreePort returns a TCP port on 127.0.0.1 that nothing listened on a moment
 // ago. Another process may take it before the caller does; callers retry.
-func FreePort(t testing.TB) int {
+func FreePort(t TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -136,7 +135,7 @@ func FreePort(t testing.TB) int {
 // shortDir makes a directory with a short path under /tmp, removed at
 // cleanup. Unix socket paths must stay under 108 bytes, which t.TempDir's
 // long names break.
-func shortDir(t testing.TB, prefix string) string {
+func shortDir(t TB, prefix string) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("/tmp", "wb-"+prefix+"-")
 	if err != nil {

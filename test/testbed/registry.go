@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"testing"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
@@ -29,12 +28,12 @@ type Registry struct {
 	opts RegistryOptions
 	dir  string
 	proc *process
-	t    testing.TB
+	t    TB
 }
 
 // StartRegistry starts a registry on a free loopback port and stops it at
 // cleanup. Its storage lives in a temp dir, so Stop then Start keeps images.
-func StartRegistry(t testing.TB, opts RegistryOptions) *Registry {
+func StartRegistry(t TB, opts RegistryOptions) *Registry {
 	t.Helper()
 	if opts.Name == "" {
 		opts.Name = "reg"

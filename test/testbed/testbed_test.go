@@ -196,3 +196,25 @@ func mustEval(t *testing.T, p string) string {
 	}
 	return abs
 }
+
+// TestMirror checks that WithMirror sends a docker.io pull to the test
+// registry, as the sandbox relies on.
+func TestMirror(t *testing.T) {
+	reg := StartRegistry(t, RegistryOptions{Name: "mirror"})
+	img := reg.PushRandom(t, "library/busybox:1.36", ImageOptions{LayerSize: MB})
+	ctd := StartContainerd(t, "node-m", WithMirror("docker.io", reg.Host))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	resp, err := ctd.ImageService(t).PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: "docker.io/library/busybox:1.36"}})
+	if err != nil {
+		t.Fatalf("pull through the mirror: %v", err)
+	}
+	st, err := ctd.ImageService(t).ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: resp.ImageRef}})
+	if err != nil || st.Image == nil {
+		t.Fatalf("status of the pulled image: %v", err)
+	}
+	want := "docker.io/library/busybox@" + img.Digest
+	if len(st.Image.RepoDigests) != 1 || st.Image.RepoDigests[0] != want {
+		t.Fatalf("repo digests %v, want [%s]", st.Image.RepoDigests, want)
+	}
+}

@@ -1,0 +1,90 @@
+# warmer's build. `make help` lists the targets.
+
+SHELL := /usr/bin/env bash -o pipefail
+.SHELLFLAGS := -ec
+.DEFAULT_GOAL := help
+
+# Built tools and the control-plane binaries are cached outside the repo, so
+# a fresh clone (and CI) reuses them.
+WARMER_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/warmer
+export WARMER_CACHE
+GOLANGCI_LINT_VERSION ?= v2.15.0
+GOLANGCI_LINT := $(WARMER_CACHE)/bin/golangci-lint-$(GOLANGCI_LINT_VERSION)
+CONTROLLER_GEN := go tool controller-gen
+
+GO_TEST_FLAGS ?= -race -count=1 -timeout=30m
+FUZZTIME ?= 5s
+
+##@ General
+
+.PHONY: help
+help: ## List the targets.
+	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) }' $(MAKEFILE_LIST)
+
+##@ Development
+
+.PHONY: generate
+generate: ## Regenerate deepcopy code for the API types.
+	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
+
+.PHONY: manifests
+manifests: ## Regenerate the CRDs under config/crd/bases.
+	$(CONTROLLER_GEN) crd paths=./api/... output:crd:dir=config/crd/bases
+
+.PHONY: fmt
+fmt: ## gofmt every Go file.
+	gofmt -w $$(git ls-files '*.go')
+
+.PHONY: vet
+vet: ## go vet every package.
+	go vet ./...
+
+.PHONY: verify
+verify: generate manifests ## Fail when generated files are stale, code is unformatted or vet complains.
+	@if [ -n "$$(git status --porcelain -- api config/crd)" ]; then \
+		echo "generated files are stale; run 'make generate manifests' and commit:"; \
+		git status --porcelain -- api config/crd; git diff --stat -- api config/crd; exit 1; fi
+	@if [ -n "$$(gofmt -l $$(git ls-files '*.go'))" ]; then \
+		echo "gofmt would change:"; gofmt -l $$(git ls-files '*.go'); exit 1; fi
+	go vet ./...
+
+.PHONY: lint
+lint: $(GOLANGCI_LINT) ## Run golangci-lint (built once into the cache).
+	$(GOLANGCI_LINT) run ./...
+
+$(GOLANGCI_LINT):
+	mkdir -p $(WARMER_CACHE)/bin
+	GOBIN=$(WARMER_CACHE)/bin/lint-$(GOLANGCI_LINT_VERSION) GOFLAGS= go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	mv $(WARMER_CACHE)/bin/lint-$(GOLANGCI_LINT_VERSION)/golangci-lint $@
+
+.PHONY: build
+build: ## Compile every package.
+	go build ./...
+
+##@ Testing
+
+.PHONY: testbed
+testbed: ## Install containerd and docker-registry (apt) and build kube-apiserver and etcd (cached).
+	hack/install-testbed-deps.sh
+	hack/install-envtest-assets.sh >/dev/null
+
+# The folder install-envtest-assets.sh fills; it prints it as its last line.
+ASSETS = $$(hack/install-envtest-assets.sh 2>/dev/null)
+
+.PHONY: test
+test: testbed ## Run every test: unit, API validation on a real kube-apiserver, the test bed on real containerd and registries.
+	assets="$(ASSETS)"; KUBEBUILDER_ASSETS="$$assets" PATH="$$PATH:$$assets" go test $(GO_TEST_FLAGS) ./...
+
+.PHONY: fuzz
+fuzz: ## Run each fuzz target for FUZZTIME (default 5s).
+	@for pkg in $$(go list ./...); do \
+		for f in $$(go test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz' || true); do \
+			echo "fuzz $$pkg $$f"; go test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+		done; \
+	done
+
+##@ Sandbox
+
+.PHONY: demo
+demo: testbed ## Bring up the local sandbox (kube-apiserver, a registry, two containerd nodes) and apply config/samples.
+	assets="$(ASSETS)"; KUBEBUILDER_ASSETS="$$assets" PATH="$$PATH:$$assets" go run ./test/sandbox $(DEMO_FLAGS)

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what the test bed runs as real processes and is not built from Go
+# sources: containerd (with its CRI plugin) and docker-registry, from the
+# distribution's packages. Skips what is already installed.
+set -euo pipefail
+
+missing=()
+command -v containerd >/dev/null || missing+=(containerd)
+command -v docker-registry >/dev/null || missing+=(docker-registry)
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" != 0 ]; then
+	echo "install-testbed-deps: need root to install ${missing[*]} (try: sudo $0)" >&2
+	exit 1
+fi
+command -v apt-get >/dev/null || { echo "install-testbed-deps: no apt-get; install ${missing[*]} by hand" >&2; exit 1; }
+
+echo "install-testbed-deps: installing ${missing[*]}" >&2
+# Keep the packages from starting system-wide daemons: the tests start their
+# own instances on loopback.
+guard=""
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+	printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+	chmod +x /usr/sbin/policy-rc.d
+	guard=/usr/sbin/policy-rc.d
+fi
+trap '[ -z "$guard" ] || rm -f "$guard"' EXIT
+apt-get update -qq
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
