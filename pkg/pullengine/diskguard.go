@@ -1,0 +1,119 @@
+package pullengine
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+// Disk guard defaults. 80 % stays below the kubelet's image garbage
+// collection start (85 %): warming must not push the node into GC, which
+// would delete images, possibly the ones just warmed.
+const (
+	DefaultDiskThresholdPercent = 80
+	DefaultDiskCheckInterval    = 10 * time.Second
+)
+
+// DiskUsage is the fill level of the fullest image filesystem.
+type DiskUsage struct {
+	// Known is false when the level could not be read; the guard then lets
+	// pulls through.
+	Known bool
+	// Mountpoint is the filesystem the runtime reports for images.
+	Mountpoint string
+	// CapacityBytes and AvailableBytes come from statfs on Mountpoint.
+	CapacityBytes  uint64
+	AvailableBytes uint64
+	// ImagesBytes is what the runtime says its images use there.
+	ImagesBytes uint64
+	// Percent is the used share of the filesystem, as the kubelet's image
+	// GC computes it (100 - available*100/capacity).
+	Percent int
+}
+
+// statfsFunc returns a filesystem's capacity and space available to
+// unprivileged users, in bytes.
+type statfsFunc func(path string) (capacity, available uint64, err error)
+
+func statfs(path string) (uint64, uint64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return 0, 0, err
+	}
+	return st.Blocks * uint64(st.Bsize), st.Bavail * uint64(st.Bsize), nil
+}
+
+// diskGuard stops new pulls while the image filesystem is above the
+// threshold. The runtime tells where images live (ImageFsInfo) but not how
+// big that filesystem is, so capacity comes from statfs on the mountpoint:
+// the agent must see that path (a hostPath mount). When either step fails,
+// the level is unknown and the guard does not block: a guard that cannot
+// see must not stop all warming. Readings are cached for interval.
+type diskGuard struct {
+	svc       ImageService
+	threshold int // percent; >= 100 disables the guard
+	interval  time.Duration
+	clock     clock.PassiveClock
+	statfs    statfsFunc
+
+	mu      sync.Mutex
+	readAt  time.Time
+	reading DiskUsage
+}
+
+// check reports the current level and whether pulls must wait.
+func (g *diskGuard) check(ctx context.Context) (DiskUsage, bool) {
+	if g.threshold >= 100 {
+		return DiskUsage{}, false
+	}
+	u := g.usage(ctx)
+	return u, u.Known && u.Percent > g.threshold
+}
+
+// usage returns the cached reading, refreshing it when older than interval.
+func (g *diskGuard) usage(ctx context.Context) DiskUsage {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := g.clock.Now()
+	if !g.readAt.IsZero() && now.Sub(g.readAt) < g.interval {
+		return g.reading
+	}
+	g.reading, g.readAt = g.read(ctx), now
+	return g.reading
+}
+
+// read asks the runtime for its image filesystems and keeps the fullest.
+func (g *diskGuard) read(ctx context.Context) DiskUsage {
+	logger := log.FromContext(ctx)
+	info, err := g.svc.ImageFsInfo(ctx)
+	if err != nil {
+		logger.V(1).Info("Image filesystem level unknown, not guarding", "error", err.Error())
+		return DiskUsage{}
+	}
+	var fullest DiskUsage
+	for _, fs := range info.GetImageFilesystems() {
+		u := DiskUsage{Mountpoint: fs.GetFsId().GetMountpoint(), ImagesBytes: fs.GetUsedBytes().GetValue()}
+		capacity, avail, err := g.statfs(u.Mountpoint)
+		if err != nil || capacity == 0 {
+			logger.V(1).Info("Image filesystem not reachable, not guarding it", "mountpoint", u.Mountpoint)
+			continue
+		}
+		u.Known, u.CapacityBytes, u.AvailableBytes = true, capacity, min(avail, capacity)
+		u.Percent = 100 - int(u.AvailableBytes*100/capacity)
+		if !fullest.Known || u.Percent > fullest.Percent {
+			fullest = u
+		}
+	}
+	return fullest
+}
+
+// message explains a blocked pull.
+func (g *diskGuard) message(u DiskUsage) string {
+	return fmt.Sprintf("image filesystem %s is %d%% full, above the %d%% pull threshold; waiting for space",
+		u.Mountpoint, u.Percent, g.threshold)
+}

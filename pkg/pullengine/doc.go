@@ -1,0 +1,49 @@
+// Package pullengine pulls container images through a node's CRI image
+// service the way the kubelet does, for an agent that keeps images warm.
+// It holds no Kubernetes API types: callers pass references, priorities,
+// timeouts and docker config content; CRI types appear only at the image
+// service boundary.
+//
+// # Use
+//
+//	eng := pullengine.New(criClient, pullengine.Options{MaxParallelPulls: 3, Listener: l})
+//	go eng.Start(ctx)                        // or mgr.Add(eng)
+//	present, _ := eng.Presence(ctx)          // one ListImages per pass
+//	for each wanted image not present (or due a refresh):
+//	    reqs = append(reqs, pullengine.Request{Image: img, Priority: p, Keyring: kr})
+//	statuses := eng.Sync(ctx, reqs)          // queue these, cancel the rest
+//
+// Results arrive through the Listener (and Status); a BackOff or disk
+// pressure status carries RetryAt for the caller's requeue.
+//
+// # Parts, one file each
+//
+//   - reference.go: normalisation with github.com/distribution/reference:
+//     docker.io and library/ filled in, ":latest" only when there is neither
+//     tag nor digest; tag+digest is pulled by digest.
+//   - presence.go: an index of one ListImages answer by repo tag and repo
+//     digest.
+//   - puller.go, serial.go, parallel.go: how many pulls run at once.
+//   - queue.go: which pull is next (priority, then arrival).
+//   - throttle.go: registry QPS/burst as a decorator of the image service.
+//   - backoff.go: per-image exponential back-off keyed on reference and
+//     credentials.
+//   - classify.go: failure classes from gRPC code and runtime message.
+//   - dockerconfig.go, keyring.go, credential.go: pull secrets to ordered
+//     login candidates, never printable.
+//   - diskguard.go: no new pulls while the image filesystem is too full.
+//   - engine.go, job.go, finish.go, status.go: the engine itself.
+//   - metrics.go: Prometheus metrics on controller-runtime's registry.
+//
+// # Semantics worth knowing
+//
+// One job per normalised reference: "nginx", "library/nginx" and
+// "docker.io/library/nginx:latest" share one pull, reported under the
+// spelling first requested. Credentials are tried most specific first, the
+// next only after an Unauthorized; with none, the pull is anonymous.
+// AuthConfig.ServerAddress is left empty (containerd rejects a bare
+// host:port). Back-off applies to runtime failures, not to cancellations,
+// disk pressure or invalid names. When the image filesystem's size cannot be
+// read (ImageFsInfo fails, or its mountpoint is not visible to statfs from
+// the agent), the disk guard lets pulls through.
+package pullengine

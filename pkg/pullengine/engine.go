@@ -1,0 +1,225 @@
+package pullengine
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+// Engine pulls images through a node's runtime: it queues requests by
+// priority, merges requests for the same image, runs pulls through its
+// Puller with per-image back-off, a disk guard, a registry throttle and a
+// per-pull timeout, and cancels pulls no longer wanted. It is safe for
+// concurrent use.
+type Engine struct {
+	svc      ImageService // throttled
+	puller   Puller
+	backoff  *backoff
+	guard    *diskGuard
+	clock    clock.WithDelayedExecution
+	listener Listener
+	timeout  time.Duration
+
+	mu      sync.Mutex
+	wake    *sync.Cond // signalled when the queue grows or the engine stops
+	queue   jobQueue
+	jobs    map[string]*job   // queued or running, by normalised reference
+	last    map[string]Result // last finished pull, by normalised reference
+	seq     uint64
+	ctx     context.Context // Start's: the parent of every pull
+	log     logr.Logger
+	started bool
+	stopped bool
+}
+
+// New returns an engine pulling through svc. Call Start to run pulls;
+// requests may be queued before.
+func New(svc ImageService, opts Options) *Engine {
+	opts = opts.withDefaults()
+	e := &Engine{
+		svc:      Throttle(svc, opts.RegistryQPS, opts.RegistryBurst, opts.Clock),
+		puller:   NewPuller(opts.SerializePulls, opts.MaxParallelPulls),
+		backoff:  newBackoff(opts.BackOffInitial, opts.BackOffMax, opts.Clock),
+		clock:    opts.Clock,
+		listener: opts.Listener,
+		timeout:  opts.PullTimeout,
+		jobs:     map[string]*job{},
+		last:     map[string]Result{},
+		log:      logr.Discard(),
+	}
+	e.guard = &diskGuard{svc: svc, threshold: opts.DiskThresholdPercent, interval: opts.DiskCheckInterval,
+		clock: opts.Clock, statfs: opts.statfs}
+	e.wake = sync.NewCond(&e.mu)
+	return e
+}
+
+// Start runs pulls until ctx ends, then cancels running pulls and returns
+// once they have finished. It fits controller-runtime's manager.Runnable.
+func (e *Engine) Start(ctx context.Context) error {
+	e.mu.Lock()
+	if e.started {
+		e.mu.Unlock()
+		return errors.New("pull engine already started")
+	}
+	e.started, e.ctx = true, ctx
+	e.log = log.FromContext(ctx).WithName("pullengine")
+	e.mu.Unlock()
+
+	stop := context.AfterFunc(ctx, func() {
+		e.mu.Lock()
+		e.stopped = true
+		e.wake.Broadcast()
+		e.mu.Unlock()
+	})
+	defer stop()
+	e.puller.Run(e.next)
+	return nil
+}
+
+// logger is Start's logger, or a discarding one before Start.
+func (e *Engine) logger() logr.Logger {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.log
+}
+
+// next hands the Puller the highest-priority queued job, blocking until
+// there is one or the engine stops.
+func (e *Engine) next() (func(), bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for len(e.queue) == 0 && !e.stopped {
+		e.wake.Wait()
+	}
+	if e.stopped {
+		return nil, false
+	}
+	j := heap.Pop(&e.queue).(*job)
+	pullsQueued.Dec()
+	ctx, cancel := context.WithCancelCause(e.ctx)
+	j.running, j.cancel = true, cancel
+	return func() { e.run(ctx, j) }, true
+}
+
+// Enqueue asks for req's image to be pulled and says where it stands. An
+// image already queued or pulling is not queued twice (a queued one takes
+// the new priority, timeout and keyring); one backing off with the same
+// credentials is not queued at all. Invalid references and a full disk are
+// answered at once, without a job.
+func (e *Engine) Enqueue(ctx context.Context, req Request) Status {
+	ref, err := ParseReference(req.Image)
+	if err != nil {
+		return e.invalid(req.Image, err)
+	}
+	if u, blocked := e.guard.check(ctx); blocked {
+		return e.diskBlocked(req.Image, ref, u)
+	}
+	creds := req.Keyring.Lookup(ref)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	key := ref.String()
+	bkey := backoffKey(key, creds)
+	if j, ok := e.jobs[key]; ok {
+		if j.notWanted {
+			// Still stopping after a cancel: queue a successor for when
+			// it has.
+			j.successor = e.newJob(ref, req, creds, bkey)
+			return Status{Image: req.Image, Ref: key, State: StateQueued}
+		}
+		e.update(j, req, creds)
+		return j.status()
+	}
+	if until, ok := e.backoff.retryAt(bkey); ok {
+		return Status{Image: req.Image, Ref: key, State: StateBackOff, RetryAt: until, Last: e.lastCopy(key)}
+	}
+	j := e.newJob(ref, req, creds, bkey)
+	e.jobs[key] = j
+	heap.Push(&e.queue, j)
+	pullsQueued.Inc()
+	e.wake.Signal()
+	return j.status()
+}
+
+// update refreshes a queued job with the latest request for its image.
+func (e *Engine) update(j *job, req Request, creds []Credential) {
+	if j.running {
+		return
+	}
+	j.priority, j.timeout = req.Priority, e.timeoutOf(req)
+	j.creds, j.backoffKey = creds, backoffKey(j.ref.String(), creds)
+	heap.Fix(&e.queue, j.index)
+}
+
+// Cancel drops image's queued pull or cancels its running one, and forgets
+// its last result. It reports whether there was a pull to cancel.
+func (e *Engine) Cancel(image string) bool {
+	ref, err := ParseReference(image)
+	if err != nil {
+		return false
+	}
+	e.mu.Lock()
+	delete(e.last, ref.String())
+	dropped, ok := e.cancelLocked(ref.String())
+	e.mu.Unlock()
+	if dropped != nil {
+		e.finishCanceled(dropped)
+	}
+	return ok
+}
+
+// cancelLocked cancels key's job. A queued job is removed and returned, for
+// the caller to report outside the lock; a running one is told to stop and
+// reports itself when its pull returns.
+func (e *Engine) cancelLocked(key string) (*job, bool) {
+	j, ok := e.jobs[key]
+	if !ok {
+		return nil, false
+	}
+	if j.running {
+		j.notWanted, j.successor = true, nil
+		j.cancel(errNotWanted)
+		return nil, true
+	}
+	heap.Remove(&e.queue, j.index)
+	pullsQueued.Dec()
+	delete(e.jobs, key)
+	return j, true
+}
+
+// Sync makes the wanted set exactly reqs: each is enqueued (see Enqueue),
+// and pulls of any other image are cancelled and their results forgotten.
+// It returns the status of each request, in order.
+func (e *Engine) Sync(ctx context.Context, reqs []Request) []Status {
+	out := make([]Status, len(reqs))
+	want := make(map[string]bool, len(reqs))
+	for i, r := range reqs {
+		out[i] = e.Enqueue(ctx, r)
+		want[out[i].Ref] = true
+	}
+	var dropped []*job
+	e.mu.Lock()
+	for key := range e.jobs {
+		if !want[key] {
+			if j, _ := e.cancelLocked(key); j != nil {
+				dropped = append(dropped, j)
+			}
+		}
+	}
+	for key := range e.last {
+		if !want[key] {
+			delete(e.last, key)
+		}
+	}
+	e.mu.Unlock()
+	for _, j := range dropped {
+		e.finishCanceled(j)
+	}
+	e.backoff.gc()
+	return out
+}

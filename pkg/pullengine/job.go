@@ -1,0 +1,151 @@
+package pullengine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Causes of a pull's context ending early, to tell timeouts from
+// cancellations when the runtime only says "context canceled".
+var (
+	errNotWanted = errors.New("pull no longer wanted")
+	errTimedOut  = errors.New("pull timed out")
+)
+
+// job is one image's pull, from queueing to its result. Its fields are
+// guarded by Engine.mu, except that run owns the running job's pull.
+type job struct {
+	ref        Reference
+	priority   int32
+	timeout    time.Duration
+	creds      []Credential
+	backoffKey string
+	seq        uint64
+	index      int // in the queue; -1 when not queued
+
+	running bool
+	cancel  context.CancelCauseFunc
+	// notWanted is set when the running job was cancelled as unwanted.
+	notWanted bool
+	// successor is queued when this job finishes: the image was wanted
+	// again while its cancelled pull was still stopping.
+	successor *job
+}
+
+func (e *Engine) newJob(ref Reference, req Request, creds []Credential, bkey string) *job {
+	e.seq++
+	return &job{ref: ref, priority: req.Priority, timeout: e.timeoutOf(req), creds: creds,
+		backoffKey: bkey, seq: e.seq, index: -1}
+}
+
+func (e *Engine) timeoutOf(req Request) time.Duration {
+	if req.Timeout > 0 {
+		return req.Timeout
+	}
+	return e.timeout
+}
+
+func (j *job) status() Status {
+	s := Status{Image: j.ref.Original(), Ref: j.ref.String(), State: StateQueued}
+	if j.running {
+		s.State = StatePulling
+	}
+	return s
+}
+
+// run pulls under the job's timeout and reports the outcome.
+func (e *Engine) run(ctx context.Context, j *job) {
+	defer j.cancel(nil)
+	// The clock's timer, not context.WithTimeout, so tests can move time.
+	timer := e.clock.AfterFunc(j.timeout, func() { j.cancel(errTimedOut) })
+	defer timer.Stop()
+	pullsInFlight.Inc()
+	defer pullsInFlight.Dec()
+
+	e.listener.PullStarted(j.ref)
+	start := e.clock.Now()
+	res := e.pull(ctx, j)
+	res.Duration = e.clock.Since(start)
+	e.finish(j, res)
+}
+
+// pull checks the disk, pulls with each credential candidate in turn and
+// describes the pulled image.
+func (e *Engine) pull(ctx context.Context, j *job) Result {
+	res := Result{Image: j.ref.Original(), Ref: j.ref.String()}
+	if u, blocked := e.guard.check(ctx); blocked {
+		res.Class, res.Message = ClassDiskPressure, e.guard.message(u)
+		return res
+	}
+	imageRef, attempts, err := e.pullWithCredentials(ctx, j)
+	res.Attempts = attempts
+	if err != nil {
+		res.Class, res.Message, res.Err = e.failure(ctx, j, err)
+		return res
+	}
+	res.ImageRef = imageRef
+	if img, err := e.svc.ImageStatus(ctx, imageRef); err == nil && img != nil {
+		res.Size, res.Digest = img.GetSize(), repoDigestFor(img, j.ref.Name())
+	}
+	return res
+}
+
+// pullWithCredentials tries the candidates most specific first, moving on
+// only when the registry refused one; with none, it pulls anonymously.
+func (e *Engine) pullWithCredentials(ctx context.Context, j *job) (string, int, error) {
+	logger := e.logger().WithValues("image", j.ref.Original(), "ref", j.ref.String())
+	if len(j.creds) == 0 {
+		logger.V(1).Info("Pulling image", "credentials", "anonymous")
+		ref, err := e.svc.PullImage(ctx, j.ref.String(), nil)
+		return ref, 1, err
+	}
+	var err error
+	for i, c := range j.creds {
+		// The registry key says which secret entry is used; it is not secret.
+		logger.V(1).Info("Pulling image", "credentials", c.Registry, "candidate", i+1, "of", len(j.creds))
+		var ref string
+		if ref, err = e.svc.PullImage(ctx, j.ref.String(), c.authConfig()); err == nil {
+			return ref, i + 1, nil
+		}
+		if ctx.Err() != nil || Classify(err, j.names()...) != ClassUnauthorized {
+			return "", i + 1, err
+		}
+	}
+	return "", len(j.creds), err
+}
+
+// failure classifies a failed pull; a context ended by the engine speaks
+// louder than the runtime's error.
+func (e *Engine) failure(ctx context.Context, j *job, err error) (Class, string, error) {
+	if ctx.Err() != nil {
+		switch cause := context.Cause(ctx); {
+		case errors.Is(cause, errTimedOut):
+			return ClassTimeout, fmt.Sprintf("pull did not finish within %s", j.timeout), err
+		case errors.Is(cause, errNotWanted):
+			return ClassCanceled, "pull cancelled: image no longer wanted", err
+		default:
+			return ClassCanceled, "pull cancelled: agent stopping", err
+		}
+	}
+	return Classify(err, j.names()...), redact(Message(err), j.creds), err
+}
+
+// names are the spellings of the image a runtime message may quote.
+func (j *job) names() []string {
+	return []string{j.ref.String(), j.ref.Original(), j.ref.Name(), j.ref.Path()}
+}
+
+// redact removes passwords from a runtime message, in case a runtime or
+// registry ever echoes one. Very short passwords are left alone: blanking
+// them would garble ordinary words and hide nothing.
+func redact(msg string, creds []Credential) string {
+	for _, c := range creds {
+		if len(c.Password) >= 4 {
+			msg = strings.ReplaceAll(msg, c.Password, redacted)
+		}
+	}
+	return msg
+}

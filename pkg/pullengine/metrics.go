@@ -1,0 +1,98 @@
+package pullengine
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Label values of warmer_image_pulls_total's result label.
+const (
+	resultSuccess  = "success"
+	resultFailure  = "failure"
+	resultCanceled = "canceled"
+)
+
+// pullDurationBuckets are the kubelet's image_pull_duration_seconds
+// buckets, so that dashboards for both read alike.
+var pullDurationBuckets = []float64{1, 5, 10, 20, 30, 60, 120, 180, 240, 300, 360, 480, 600, 900, 1200, 1800, 2700, 3600}
+
+// imageSizeBands are the kubelet's image size bands (GetImageSizeBucket),
+// by exclusive lower bound: a bounded label set for the duration histogram.
+var imageSizeBands = []struct {
+	above uint64
+	label string
+}{
+	{100 << 30, "GT100GB"},
+	{60 << 30, "60GB-100GB"},
+	{40 << 30, "40GB-60GB"},
+	{30 << 30, "30GB-40GB"},
+	{20 << 30, "20GB-30GB"},
+	{10 << 30, "10GB-20GB"},
+	{5 << 30, "5GB-10GB"},
+	{1 << 30, "1GB-5GB"},
+	{500 << 20, "500MB-1GB"},
+	{100 << 20, "100MB-500MB"},
+	{10 << 20, "10MB-100MB"},
+	{0, "0-10MB"},
+}
+
+// sizeBand is the band of an image size, "N/A" when the size is unknown.
+func sizeBand(size uint64) string {
+	for _, b := range imageSizeBands {
+		if size > b.above {
+			return b.label
+		}
+	}
+	return "N/A"
+}
+
+// Metrics of the agent's pull engine. Labels are bounded: no image names,
+// digests or node names.
+var (
+	pullDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "warmer_image_pull_duration_seconds",
+		Help:    "Duration of successful image pulls, all credential attempts included, by image size band.",
+		Buckets: pullDurationBuckets,
+	}, []string{"image_size"})
+	pullsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "warmer_image_pulls_total",
+		Help: "Pull jobs that ran, by result (success, failure, canceled) and reason (empty on success).",
+	}, []string{"result", "reason"})
+	pullsInFlight = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "warmer_image_pulls_in_flight",
+		Help: "Pulls running now.",
+	})
+	pullsQueued = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "warmer_image_pulls_queued",
+		Help: "Pulls waiting for a free slot.",
+	})
+	pullBackOffs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "warmer_image_pull_backoffs_total",
+		Help: "Failed pulls that started or extended an image's back-off, by reason.",
+	}, []string{"reason"})
+	pulledBytes = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "warmer_image_pulled_bytes_total",
+		Help: "Sum of the sizes the runtime reports for successfully pulled images.",
+	})
+)
+
+func init() {
+	metrics.Registry.MustRegister(pullDuration, pullsTotal, pullsInFlight, pullsQueued, pullBackOffs, pulledBytes)
+}
+
+// observe records a finished job.
+func observe(res Result) {
+	switch {
+	case res.Succeeded():
+		pullsTotal.WithLabelValues(resultSuccess, "").Inc()
+		pullDuration.WithLabelValues(sizeBand(res.Size)).Observe(res.Duration.Seconds())
+		pulledBytes.Add(float64(res.Size))
+	case res.Class == ClassCanceled:
+		pullsTotal.WithLabelValues(resultCanceled, string(res.Class)).Inc()
+	default:
+		pullsTotal.WithLabelValues(resultFailure, string(res.Class)).Inc()
+	}
+	if !res.RetryAt.IsZero() {
+		pullBackOffs.WithLabelValues(string(res.Class)).Inc()
+	}
+}

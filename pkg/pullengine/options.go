@@ -1,0 +1,75 @@
+package pullengine
+
+import (
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+// DefaultPullTimeout bounds a pull that has started. The kubelet has no
+// such bound; a warmer needs one, or a stuck pull holds its slot forever.
+// It is generous because multi-gigabyte images on slow links are real.
+const DefaultPullTimeout = 30 * time.Minute
+
+// Options configure an Engine. The zero value is usable; see each field
+// for its default.
+type Options struct {
+	// SerializePulls runs one pull at a time, like the kubelet's
+	// --serialize-image-pulls.
+	SerializePulls bool
+	// MaxParallelPulls caps parallel pulls when not serialised, like
+	// --max-parallel-image-pulls; < 1 means no cap (the kubelet's meaning),
+	// so set it.
+	MaxParallelPulls int
+	// RegistryQPS and RegistryBurst limit how often pulls start, like
+	// --registry-qps and --registry-burst; QPS 0 means no limit.
+	RegistryQPS   float32
+	RegistryBurst int
+	// BackOffInitial and BackOffMax shape per-image back-off; 0 means 10s
+	// and 300s.
+	BackOffInitial time.Duration
+	BackOffMax     time.Duration
+	// PullTimeout bounds each pull once started, unless the request sets
+	// its own; 0 means DefaultPullTimeout.
+	PullTimeout time.Duration
+	// DiskThresholdPercent stops new pulls while the image filesystem is
+	// fuller than this; 0 means 80, 100 or more disables the guard.
+	DiskThresholdPercent int
+	// DiskCheckInterval is how long a disk reading is reused; 0 means 10s.
+	DiskCheckInterval time.Duration
+	// Listener hears about pulls; nil means nobody.
+	Listener Listener
+	// Clock is for tests; nil means the real clock.
+	Clock clock.WithDelayedExecution
+
+	// statfs is for tests; nil means statfs(2).
+	statfs statfsFunc
+}
+
+// withDefaults fills in zero fields.
+func (o Options) withDefaults() Options {
+	o.BackOffInitial = orDefault(o.BackOffInitial, DefaultBackOffInitial)
+	o.BackOffMax = orDefault(o.BackOffMax, DefaultBackOffMax)
+	o.PullTimeout = orDefault(o.PullTimeout, DefaultPullTimeout)
+	o.DiskCheckInterval = orDefault(o.DiskCheckInterval, DefaultDiskCheckInterval)
+	if o.DiskThresholdPercent <= 0 {
+		o.DiskThresholdPercent = DefaultDiskThresholdPercent
+	}
+	if o.Listener == nil {
+		o.Listener = ListenerFuncs{}
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.statfs == nil {
+		o.statfs = statfs
+	}
+	return o
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}

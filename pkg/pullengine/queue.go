@@ -1,0 +1,41 @@
+package pullengine
+
+import "container/heap"
+
+// jobQueue orders queued jobs for container/heap: higher priority first,
+// then first come, first served.
+type jobQueue []*job
+
+var _ heap.Interface = &jobQueue{}
+
+func (q jobQueue) Len() int { return len(q) }
+
+func (q jobQueue) Less(i, j int) bool {
+	if q[i].priority != q[j].priority {
+		return q[i].priority > q[j].priority
+	}
+	return q[i].seq < q[j].seq
+}
+
+func (q jobQueue) Swap(i, j int) {
+	q[i], q[j] = q[j], q[i]
+	q[i].index = i
+	q[j].index = j
+}
+
+// Push adds a job; use heap.Push.
+func (q *jobQueue) Push(x any) {
+	j := x.(*job)
+	j.index = len(*q)
+	*q = append(*q, j)
+}
+
+// Pop removes the last job; use heap.Pop.
+func (q *jobQueue) Pop() any {
+	old := *q
+	j := old[len(old)-1]
+	old[len(old)-1] = nil
+	j.index = -1
+	*q = old[:len(old)-1]
+	return j
+}

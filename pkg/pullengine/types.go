@@ -1,0 +1,103 @@
+package pullengine
+
+import (
+	"context"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// ImageService is the part of the CRI image service the engine uses.
+// *criclient.Client implements it.
+type ImageService interface {
+	// ListImages lists every image the runtime holds.
+	ListImages(ctx context.Context) ([]*runtimeapi.Image, error)
+	// ImageStatus returns the image ref names, or nil if absent.
+	ImageStatus(ctx context.Context, ref string) (*runtimeapi.Image, error)
+	// PullImage pulls ref with auth (nil: anonymous) and returns the
+	// runtime's image reference (ID).
+	PullImage(ctx context.Context, ref string, auth *runtimeapi.AuthConfig) (string, error)
+	// ImageFsInfo reports the filesystems holding images.
+	ImageFsInfo(ctx context.Context) (*runtimeapi.ImageFsInfoResponse, error)
+}
+
+// Request asks for one image to be pulled.
+type Request struct {
+	// Image is the reference as the user wrote it.
+	Image string
+	// Priority orders queued pulls: higher first, then first come.
+	Priority int32
+	// Timeout bounds the pull once started; 0 means Options.PullTimeout.
+	Timeout time.Duration
+	// Keyring holds the logins of the image's pull secrets; nil means
+	// anonymous.
+	Keyring *Keyring
+}
+
+// State is where an image stands in the engine.
+type State string
+
+// States.
+const (
+	// StateQueued: waiting for a free pull slot.
+	StateQueued State = "Queued"
+	// StatePulling: the runtime is pulling it.
+	StatePulling State = "Pulling"
+	// StateBackOff: the last pull failed; no new one before RetryAt.
+	StateBackOff State = "BackOff"
+	// StateFailed: it cannot be pulled as things stand: an invalid name
+	// (until the spec changes), disk pressure (until RetryAt, when the
+	// level is read again), or a failure whose back-off has run out.
+	StateFailed State = "Failed"
+	// StatePulled: the last pull succeeded and none is pending.
+	StatePulled State = "Pulled"
+)
+
+// Status is the engine's view of one image.
+type Status struct {
+	// Image is the reference as requested.
+	Image string
+	// Ref is the normalised reference; empty if Image is invalid.
+	Ref string
+	// State is where the image stands.
+	State State
+	// RetryAt is when a blocked image may be tried again (BackOff, or
+	// Failed for disk pressure); zero otherwise.
+	RetryAt time.Time
+	// Last is the last finished pull of this image, if the engine still
+	// holds it.
+	Last *Result
+}
+
+// Listener hears about pulls as they start and end. The engine calls it
+// from its own goroutines, outside its locks: implementations must be safe
+// for concurrent use and quick (enqueue work, record an event).
+type Listener interface {
+	// PullStarted is called when a pull leaves the queue and starts.
+	PullStarted(ref Reference)
+	// PullFinished is called once per job with its outcome, cancelled
+	// jobs included.
+	PullFinished(res Result)
+}
+
+// ListenerFuncs adapts functions to a Listener; nil functions are skipped.
+type ListenerFuncs struct {
+	Started  func(Reference)
+	Finished func(Result)
+}
+
+var _ Listener = ListenerFuncs{}
+
+// PullStarted calls Started if set.
+func (l ListenerFuncs) PullStarted(ref Reference) {
+	if l.Started != nil {
+		l.Started(ref)
+	}
+}
+
+// PullFinished calls Finished if set.
+func (l ListenerFuncs) PullFinished(res Result) {
+	if l.Finished != nil {
+		l.Finished(res)
+	}
+}
