@@ -61,14 +61,15 @@ func (e *Engine) run(ctx context.Context, j *job) {
 	defer j.cancel(nil)
 	// The clock's timer, not context.WithTimeout, so tests can move time.
 	timer := e.clock.AfterFunc(j.timeout, func() { j.cancel(errTimedOut) })
-	defer timer.Stop()
 	pullsInFlight.Inc()
-	defer pullsInFlight.Dec()
-
 	e.listener.PullStarted(j.ref)
 	start := e.clock.Now()
 	res := e.pull(ctx, j)
 	res.Duration = e.clock.Since(start)
+	// Stopped before the result is published: a timeout must not fire
+	// into a finished job.
+	timer.Stop()
+	pullsInFlight.Dec()
 	e.finish(j, res)
 }
 
