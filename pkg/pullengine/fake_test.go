@@ -8,6 +8,8 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/warmer-dev/warmer/pkg/criclient"
 )
 
 // fakeImageService is a recording fake of the CRI image service. It exists
@@ -217,3 +219,6 @@ func (h *harness) waitTimers(t *testing.T, n int) {
 func contextWithCancel() (context.Context, context.CancelFunc) {
 	return context.WithCancel(context.Background())
 }
+
+// The CRI client is what the agent hands the engine.
+var _ ImageService = (*criclient.Client)(nil)

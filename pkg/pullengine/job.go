@@ -106,7 +106,7 @@ func (e *Engine) pullWithCredentials(ctx context.Context, j *job) (string, int, 
 	var err error
 	for i, c := range j.creds {
 		// The registry key says which secret entry is used; it is not secret.
-		logger.V(1).Info("Pulling image", "credentials", c.Registry, "candidate", i+1, "of", len(j.creds))
+		logger.V(1).Info("Pulling image", "credentials", redactUserinfo(c.Registry), "candidate", i+1, "of", len(j.creds))
 		var ref string
 		if ref, err = e.svc.PullImage(ctx, j.ref.String(), c.authConfig()); err == nil {
 			return ref, i + 1, nil

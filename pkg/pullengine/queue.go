@@ -8,8 +8,10 @@ type jobQueue []*job
 
 var _ heap.Interface = &jobQueue{}
 
+// Len is the number of queued jobs.
 func (q jobQueue) Len() int { return len(q) }
 
+// Less puts higher priority first, then earlier arrival.
 func (q jobQueue) Less(i, j int) bool {
 	if q[i].priority != q[j].priority {
 		return q[i].priority > q[j].priority
@@ -17,6 +19,7 @@ func (q jobQueue) Less(i, j int) bool {
 	return q[i].seq < q[j].seq
 }
 
+// Swap keeps each job's index current, for heap.Fix and heap.Remove.
 func (q jobQueue) Swap(i, j int) {
 	q[i], q[j] = q[j], q[i]
 	q[i].index = i
