@@ -192,9 +192,12 @@ func (e *Engine) cancelLocked(key string) (*job, bool) {
 	return j, true
 }
 
-// Sync makes the wanted set exactly reqs: each is enqueued (see Enqueue),
-// and pulls of any other image are cancelled and their results forgotten.
-// It returns the status of each request, in order.
+// Sync makes the set of images to pull exactly reqs: each is enqueued (see
+// Enqueue), and queued or running pulls of any other image are cancelled,
+// and results of other images forgotten. Pass every image that should be
+// pulling now (missing, or due a refresh); one already present need not be
+// passed. It returns the status of each request, in order; for the same
+// image twice, the later request's priority wins.
 func (e *Engine) Sync(ctx context.Context, reqs []Request) []Status {
 	out := make([]Status, len(reqs))
 	want := make(map[string]bool, len(reqs))

@@ -56,9 +56,14 @@ func (j *job) status() Status {
 	return s
 }
 
-// run pulls under the job's timeout and reports the outcome.
+// run pulls under the job's timeout and reports the outcome. A full disk
+// ends the job before it is announced as started.
 func (e *Engine) run(ctx context.Context, j *job) {
 	defer j.cancel(nil)
+	if u, blocked := e.guard.check(ctx); blocked {
+		e.finish(j, Result{Image: j.ref.Original(), Ref: j.ref.String(), Class: ClassDiskPressure, Message: e.guard.message(u)})
+		return
+	}
 	// The clock's timer, not context.WithTimeout, so tests can move time.
 	timer := e.clock.AfterFunc(j.timeout, func() { j.cancel(errTimedOut) })
 	pullsInFlight.Inc()
@@ -73,14 +78,10 @@ func (e *Engine) run(ctx context.Context, j *job) {
 	e.finish(j, res)
 }
 
-// pull checks the disk, pulls with each credential candidate in turn and
-// describes the pulled image.
+// pull pulls with each credential candidate in turn and describes the
+// pulled image.
 func (e *Engine) pull(ctx context.Context, j *job) Result {
 	res := Result{Image: j.ref.Original(), Ref: j.ref.String()}
-	if u, blocked := e.guard.check(ctx); blocked {
-		res.Class, res.Message = ClassDiskPressure, e.guard.message(u)
-		return res
-	}
 	imageRef, attempts, err := e.pullWithCredentials(ctx, j)
 	res.Attempts = attempts
 	if err != nil {
