@@ -82,6 +82,10 @@ func (e *Engine) Start(ctx context.Context) error {
 	return nil
 }
 
+// NeedLeaderElection tells controller-runtime's manager to run the engine
+// on every agent: each node pulls for itself.
+func (e *Engine) NeedLeaderElection() bool { return false }
+
 // logger is Start's logger, or a discarding one before Start.
 func (e *Engine) logger() logr.Logger {
 	e.mu.Lock()
