@@ -1,0 +1,209 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/controllers"
+	"github.com/warmer-dev/warmer/pkg/criclient"
+	"github.com/warmer-dev/warmer/pkg/pullengine"
+)
+
+// agentFlags are the agent's settings. Where the kubelet has a flag of the
+// same meaning, the name is the kubelet's.
+type agentFlags struct {
+	commonFlags
+	nodeName         string
+	criEndpoint      string
+	criTimeout       time.Duration
+	serialize        bool
+	maxParallel      int
+	registryQPS      float64
+	registryBurst    int
+	backOffInitial   time.Duration
+	backOffMax       time.Duration
+	pullTimeout      time.Duration
+	diskThreshold    int
+	resync           time.Duration
+	statusQPS        float64
+	statusBurst      int
+	progressInterval time.Duration
+}
+
+func (f *agentFlags) bind(fs *flag.FlagSet) {
+	f.commonFlags.bind(fs, ":8080", ":8081")
+	fs.StringVar(&f.nodeName, "node-name", os.Getenv("NODE_NAME"), "Name of the node this agent runs on (default $NODE_NAME; in a DaemonSet, from the downward API).")
+	fs.StringVar(&f.criEndpoint, "container-runtime-endpoint", "", "CRI endpoint, e.g. unix:///run/containerd/containerd.sock; empty: the first of the usual containerd, CRI-O and cri-dockerd sockets found.")
+	fs.DurationVar(&f.criTimeout, "runtime-request-timeout", 2*time.Minute, "Timeout of every CRI call except pulls, which only end by --pull-timeout or cancellation.")
+	fs.BoolVar(&f.serialize, "serialize-image-pulls", false, "Pull one image at a time, as the kubelet does by default. When false, --max-parallel-image-pulls apply.")
+	fs.IntVar(&f.maxParallel, "max-parallel-image-pulls", 3, "Most pulls under way at once when pulls are not serialized.")
+	fs.Float64Var(&f.registryQPS, "registry-qps", 5, "Most pulls started per second, over all registries; 0 means no limit.")
+	fs.IntVar(&f.registryBurst, "registry-burst", 10, "Pulls that may start at once above --registry-qps.")
+	fs.DurationVar(&f.backOffInitial, "image-pull-backoff-initial", 10*time.Second, "Back-off after an image's first failed pull; it doubles with each failure.")
+	fs.DurationVar(&f.backOffMax, "image-pull-backoff-max", 300*time.Second, "Longest back-off between pulls of a failing image.")
+	fs.DurationVar(&f.pullTimeout, "pull-timeout", pullengine.DefaultPullTimeout, "Longest one pull may take, unless an ImageWarm's pullTimeout says otherwise.")
+	fs.IntVar(&f.diskThreshold, "image-fs-threshold-percent", pullengine.DefaultDiskThresholdPercent, "Start no pull while the image filesystem is fuller than this (the kubelet's image GC starts at 85); 100 turns the guard off.")
+	fs.DurationVar(&f.resync, "resync-period", time.Minute, "Longest time between two checks of the runtime's images, so removed images are pulled again.")
+	fs.Float64Var(&f.statusQPS, "status-update-qps", 0.5, "Token bucket rate of NodeWarm status writes.")
+	fs.IntVar(&f.statusBurst, "status-update-burst", 5, "Token bucket size of NodeWarm status writes.")
+	fs.DurationVar(&f.progressInterval, "status-progress-interval", 2*time.Second, "Least time between NodeWarm writes while pulls are under way; a settled result is written at once.")
+}
+
+func (f *agentFlags) validate() error {
+	switch {
+	case f.nodeName == "":
+		return usagef("--node-name is required (or set NODE_NAME)")
+	case f.maxParallel < 1:
+		return usagef("--max-parallel-image-pulls must be at least 1, got %d", f.maxParallel)
+	case f.registryQPS < 0:
+		return usagef("--registry-qps must not be negative, got %v", f.registryQPS)
+	case f.registryQPS > 0 && f.registryBurst < 1:
+		return usagef("--registry-burst must be at least 1 when --registry-qps is set, got %d", f.registryBurst)
+	case f.diskThreshold < 1 || f.diskThreshold > 100:
+		return usagef("--image-fs-threshold-percent must be between 1 and 100, got %d", f.diskThreshold)
+	case f.statusQPS <= 0 || f.statusBurst < 1:
+		return usagef("--status-update-qps must be positive and --status-update-burst at least 1")
+	case f.backOffMax < f.backOffInitial:
+		return usagef("--image-pull-backoff-max (%v) is shorter than --image-pull-backoff-initial (%v)", f.backOffMax, f.backOffInitial)
+	}
+	for name, d := range map[string]time.Duration{"runtime-request-timeout": f.criTimeout, "image-pull-backoff-initial": f.backOffInitial,
+		"pull-timeout": f.pullTimeout, "resync-period": f.resync, "status-progress-interval": f.progressInterval} {
+		if err := positive(name, d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func runAgent(args []string, help io.Writer) error {
+	var f agentFlags
+	fs := newFlagSet("agent", "warmer agent keeps the images that ImageWarms ask of this node present in its container runtime.", help)
+	f.bind(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := f.validate(); err != nil {
+		return err
+	}
+	cfg, err := f.restConfig()
+	if err != nil {
+		return fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	ctx := ctrl.SetupSignalHandler()
+	cri, err := connectCRI(ctx, f.criEndpoint, f.criTimeout)
+	if err != nil {
+		return err
+	}
+	defer cri.Close()
+	mgr, err := newAgentManager(cfg, &f)
+	if err != nil {
+		return err
+	}
+	if err := setupAgent(mgr, cri, &f); err != nil {
+		return err
+	}
+	ctrl.Log.Info("Starting agent", "version", version, "node", f.nodeName, "runtime", cri.Endpoint())
+	return mgr.Start(ctx)
+}
+
+// connectCRI connects to the runtime, retrying while it does not answer:
+// on a booting node the agent may start before containerd.
+func connectCRI(ctx context.Context, endpoint string, timeout time.Duration) (*criclient.Client, error) {
+	for delay := time.Second; ; delay = min(2*delay, 30*time.Second) {
+		cri, err := criclient.New(ctx, criclient.Config{Endpoint: endpoint, Timeout: timeout})
+		if err == nil {
+			return cri, nil
+		}
+		ctrl.Log.Error(err, "Container runtime not reachable; retrying", "endpoint", endpoint, "in", delay)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("connecting to the container runtime: %w", err)
+		case <-time.After(delay):
+		}
+	}
+}
+
+func newAgentManager(cfg *rest.Config, f *agentFlags) (ctrl.Manager, error) {
+	return ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme(),
+		Metrics:                metricsserver.Options{BindAddress: f.metricsAddr},
+		HealthProbeBindAddress: f.probeAddr,
+		Cache: cache.Options{
+			// Only this node's Node is watched, not the fleet's.
+			ByObject: map[client.Object]cache.ByObject{
+				&corev1.Node{}: {Field: fields.OneTermEqualSelector("metadata.name", f.nodeName)},
+			},
+			DefaultTransform: cache.TransformStripManagedFields(),
+		},
+		Client: client.Options{Cache: &client.CacheOptions{
+			// Secrets are read with GET only, and the NodeWarm is this
+			// agent's own: neither gets an informer.
+			DisableFor: []client.Object{&corev1.Secret{}, &warmv1.NodeWarm{}},
+		}},
+	})
+}
+
+func setupAgent(mgr ctrl.Manager, cri *criclient.Client, f *agentFlags) error {
+	agent := &controllers.NodeAgent{
+		Client:           mgr.GetClient(),
+		APIReader:        mgr.GetAPIReader(),
+		Recorder:         mgr.GetEventRecorder("warmer-agent"),
+		NodeName:         f.nodeName,
+		Runtime:          runtimeInfo(cri),
+		ResyncPeriod:     f.resync,
+		StatusLimiter:    flowcontrol.NewTokenBucketRateLimiter(float32(f.statusQPS), f.statusBurst),
+		ProgressInterval: f.progressInterval,
+	}
+	engine := pullengine.New(cri, pullengine.Options{
+		SerializePulls:       f.serialize,
+		MaxParallelPulls:     f.maxParallel,
+		RegistryQPS:          float32(f.registryQPS),
+		RegistryBurst:        f.registryBurst,
+		BackOffInitial:       f.backOffInitial,
+		BackOffMax:           f.backOffMax,
+		PullTimeout:          f.pullTimeout,
+		DiskThresholdPercent: f.diskThreshold,
+		Listener:             agent,
+	})
+	agent.Engine = engine
+	if err := mgr.Add(engine); err != nil {
+		return err
+	}
+	if err := agent.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the agent: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	// Not ready while the runtime does not answer: the agent can do nothing.
+	return mgr.AddReadyzCheck("cri", func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), 2*time.Second)
+		defer cancel()
+		_, err := cri.Version(ctx)
+		return err
+	})
+}
+
+func runtimeInfo(cri *criclient.Client) warmv1.RuntimeInfo {
+	info := warmv1.RuntimeInfo{Endpoint: cri.Endpoint()}
+	if v := cri.RuntimeVersion(); v != nil {
+		info.Name, info.Version = v.RuntimeName, v.RuntimeVersion
+	}
+	return info
+}

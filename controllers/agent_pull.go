@@ -1,0 +1,53 @@
+package controllers
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/warmer-dev/warmer/pkg/pullengine"
+)
+
+// pull hands the engine every wanted image that is missing, or due a
+// refresh under pullPolicy Always, and returns the engine's view of each
+// by normalised reference. Images no longer wanted lose their queued and
+// running pulls in the same call. Evictions (an image this agent saw
+// present that has gone) are reported on the way.
+func (a *NodeAgent) pull(ctx context.Context, node *corev1.Node, d desiredSet, p *pullengine.Presence) map[string]pullengine.Status {
+	now := time.Now()
+	secrets := newSecretKeyrings(a.APIReader)
+	var reqs []pullengine.Request
+	a.mu.Lock()
+	// Who wants what is set first: eviction events below need it.
+	a.st.setWantersLocked(d, node)
+	for _, key := range d.sortedKeys() {
+		w := d.images[key]
+		_, present := p.Lookup(w.ref)
+		a.noteEvictionLocked(ctx, w, present)
+		if w.suspended || (present && !a.st.refreshDueLocked(key, w.refresh, now)) {
+			continue
+		}
+		reqs = append(reqs, pullengine.Request{Image: w.image, Priority: w.priority, Timeout: w.timeout})
+	}
+	a.mu.Unlock()
+
+	// Secrets are read outside the lock; only images being pulled need them.
+	for i := range reqs {
+		w := d.images[mustKey(reqs[i].Image)]
+		reqs[i].Keyring = secrets.keyring(ctx, w.secrets)
+	}
+	a.secretProblems(ctx, d, secrets)
+
+	out := make(map[string]pullengine.Status, len(reqs))
+	for _, s := range a.Engine.Sync(ctx, reqs) {
+		out[s.Ref] = s
+	}
+	return out
+}
+
+// mustKey normalises a reference already known to parse.
+func mustKey(image string) string {
+	ref, _ := pullengine.ParseReference(image)
+	return ref.String()
+}
