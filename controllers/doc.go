@@ -1,0 +1,3 @@
+// Package controllers holds warmer's two reconcilers: the node agent's and the
+// ImageWarm status controller.
+package controllers

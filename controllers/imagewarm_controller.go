@@ -1,0 +1,92 @@
+package controllers
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+)
+
+// DefaultMinWriteInterval is the least time between two status writes of one
+// ImageWarm when ImageWarmReconciler.MinWriteInterval is zero.
+const DefaultMinWriteInterval = time.Second
+
+// ImageWarmReconciler folds the agents' NodeWarm reports into each
+// ImageWarm's status: node counts, per-image counts, the first few failures
+// and the Ready, Progressing and Degraded conditions. It runs in the
+// leader-elected controller, never in the agents. Its one reconcile key is
+// the ImageWarm; Node and NodeWarm changes enqueue the ImageWarms they
+// concern.
+type ImageWarmReconciler struct {
+	// Client reads ImageWarms, NodeWarms and Nodes and writes ImageWarm
+	// status. Its reads must come from the manager's cache (every reconcile
+	// lists all Nodes and NodeWarms); SetupWithManager sets the manager's
+	// client when it is nil.
+	Client client.Client
+	// MinWriteInterval is the least time between two status writes of one
+	// ImageWarm; DefaultMinWriteInterval when zero. A change that comes
+	// sooner is written when the interval is over, never dropped.
+	MinWriteInterval time.Duration
+
+	limiter *writeLimiter
+}
+
+// +kubebuilder:rbac:groups=warmer.dev,resources=imagewarms,verbs=get;list;watch
+// +kubebuilder:rbac:groups=warmer.dev,resources=imagewarms/status,verbs=update;patch
+// +kubebuilder:rbac:groups=warmer.dev,resources=nodewarms,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+
+// SetupWithManager registers the reconciler. Nodes are watched and cached as
+// metadata only: their labels are all it reads, and full Nodes (status,
+// images) would cost far more memory in a large cluster.
+func (r *ImageWarmReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Client == nil {
+		r.Client = mgr.GetClient()
+	}
+	interval := r.MinWriteInterval
+	if interval <= 0 {
+		interval = DefaultMinWriteInterval
+	}
+	r.limiter = newWriteLimiter(interval, time.Now)
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("imagewarm").
+		// Our own status writes need no reconcile; spec changes,
+		// creation and deletion do.
+		For(&warmv1.ImageWarm{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&warmv1.NodeWarm{}, nodeWarmHandler()).
+		WatchesMetadata(&corev1.Node{}, r.nodeHandler()).
+		Complete(r)
+}
+
+// Reconcile recomputes one ImageWarm's status from every matching node's
+// report and writes it when it changed, at most once per MinWriteInterval.
+func (r *ImageWarmReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	iw, err := r.imageWarm(ctx, req.NamespacedName)
+	if err != nil || iw == nil {
+		return ctrl.Result{}, err
+	}
+	// Deferring before aggregating also bounds the work an ImageWarm
+	// costs while a thousand agents report on it.
+	if wait := r.limiter.wait(req.NamespacedName); wait > 0 {
+		imageWarmStatusWrites.WithLabelValues(statusDeferred).Inc()
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	f, err := r.readFleet(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	status, err := aggregateTimed(iw, f)
+	if err != nil {
+		// The API server validates selectors; one that still does not
+		// parse will not parse on a retry either.
+		return ctrl.Result{}, reconcile.TerminalError(err)
+	}
+	return r.writeStatus(ctx, iw, status)
+}

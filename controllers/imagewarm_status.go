@@ -1,0 +1,155 @@
+package controllers
+
+import (
+	"fmt"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+)
+
+// Reasons of the ImageWarm conditions. They are prefixed so that they do not
+// mix with the agent's event reasons, some of which share a word.
+const (
+	// ConditionReasonAllNodesWarm: every matching node has every image.
+	ConditionReasonAllNodesWarm = "AllNodesWarm"
+	// ConditionReasonNoMatchingNodes: the nodeSelector matches no node.
+	ConditionReasonNoMatchingNodes = "NoMatchingNodes"
+	// ConditionReasonPulling: some matching node is still pulling or waiting
+	// to pull an image.
+	ConditionReasonPulling = "Pulling"
+	// ConditionReasonNodesFailed: some matching node failed to pull an image.
+	ConditionReasonNodesFailed = "NodesFailed"
+	// ConditionReasonNotReporting: some matching node's agent has not
+	// reported on the current generation of the spec.
+	ConditionReasonNotReporting = "NotReporting"
+	// ConditionReasonSuspended: spec.suspend is set.
+	ConditionReasonSuspended = "Suspended"
+	// ConditionReasonPullFailed: Degraded, some matching node failed to pull
+	// an image.
+	ConditionReasonPullFailed = "PullFailed"
+	// ConditionReasonNoFailures: not Degraded.
+	ConditionReasonNoFailures = "NoFailures"
+)
+
+// fleet is one reconcile's read of the cluster: every node's name and labels,
+// and each agent's report by node name. It is built from cache lists taken
+// without deep copies, so nothing reachable from it may be modified.
+type fleet struct {
+	nodes   []metav1.PartialObjectMetadata
+	reports map[string]*warmv1.NodeWarm
+}
+
+// newFleet indexes the reports by name once, so that each ImageWarm's
+// aggregation is linear in the number of nodes.
+func newFleet(nodes []metav1.PartialObjectMetadata, reports []warmv1.NodeWarm) *fleet {
+	f := &fleet{nodes: nodes, reports: make(map[string]*warmv1.NodeWarm, len(reports))}
+	for i := range reports {
+		f.reports[reports[i].Name] = &reports[i]
+	}
+	return f
+}
+
+// aggregateStatus folds the reports of the nodes iw selects into a new status
+// for iw. It changes neither iw nor f. The conditions start from iw's, so
+// that the ones whose status does not change keep their transition time.
+func aggregateStatus(iw *warmv1.ImageWarm, f *fleet) (warmv1.ImageWarmStatus, error) {
+	sel, err := iw.Spec.NodeSelector.AsSelector()
+	if err != nil {
+		return warmv1.ImageWarmStatus{}, fmt.Errorf("parsing the nodeSelector: %w", err)
+	}
+	t := newTally(iw)
+	for i := range f.nodes {
+		n := &f.nodes[i]
+		if sel.Matches(labels.Set(n.Labels)) {
+			t.addNode(n.Name, f.reports[n.Name])
+		}
+	}
+	st := warmv1.ImageWarmStatus{
+		ObservedGeneration: iw.Generation,
+		Conditions:         slices.Clone(iw.Status.Conditions),
+		ImageCount:         int32(len(iw.Spec.Images)),
+		Nodes:              t.nodes,
+		Images:             t.imageStatuses(),
+		Failures:           t.nodeFailures(),
+	}
+	setReady(&st, iw)
+	setProgressing(&st, iw)
+	setDegraded(&st, iw)
+	return st, nil
+}
+
+// setReady sets Ready: True only when every matching node has every image.
+// The False reasons go from what the user chose (suspend, the selector) to
+// what needs attention (failures, silent agents) to plain progress.
+func setReady(st *warmv1.ImageWarmStatus, iw *warmv1.ImageWarm) {
+	n := st.Nodes
+	c := metav1.Condition{Type: warmv1.ConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: iw.Generation}
+	switch {
+	case n.Matching > 0 && n.Ready == n.Matching:
+		c.Status, c.Reason = metav1.ConditionTrue, ConditionReasonAllNodesWarm
+		c.Message = fmt.Sprintf("%d/%d matching nodes have every image", n.Ready, n.Matching)
+	case iw.Spec.Suspend:
+		c.Reason = ConditionReasonSuspended
+		c.Message = fmt.Sprintf("suspended; %d/%d matching nodes have every image", n.Ready, n.Matching)
+	case n.Matching == 0:
+		c.Reason, c.Message = ConditionReasonNoMatchingNodes, "the nodeSelector matches no node"
+	case n.Failed > 0:
+		c.Reason = ConditionReasonNodesFailed
+		c.Message = fmt.Sprintf("%d/%d matching nodes failed to pull an image", n.Failed, n.Matching)
+	case n.NotReporting > 0:
+		c.Reason = ConditionReasonNotReporting
+		c.Message = fmt.Sprintf("%d/%d matching nodes have not reported on generation %d", n.NotReporting, n.Matching, iw.Generation)
+	default:
+		c.Reason = ConditionReasonPulling
+		c.Message = fmt.Sprintf("%d/%d matching nodes have every image; %d pulling", n.Ready, n.Matching, n.Pulling)
+	}
+	meta.SetStatusCondition(&st.Conditions, c)
+}
+
+// setProgressing sets Progressing: True while some matching node is pulling
+// or has yet to report on the current spec. A suspended ImageWarm does not
+// progress, whatever its nodes say.
+func setProgressing(st *warmv1.ImageWarmStatus, iw *warmv1.ImageWarm) {
+	n := st.Nodes
+	c := metav1.Condition{Type: warmv1.ConditionProgressing, Status: metav1.ConditionFalse, ObservedGeneration: iw.Generation}
+	switch {
+	case iw.Spec.Suspend:
+		c.Reason, c.Message = ConditionReasonSuspended, "suspended; no new pulls"
+	case n.Pulling > 0:
+		c.Status, c.Reason = metav1.ConditionTrue, ConditionReasonPulling
+		c.Message = fmt.Sprintf("%d nodes pulling, %d not reporting", n.Pulling, n.NotReporting)
+	case n.NotReporting > 0:
+		c.Status, c.Reason = metav1.ConditionTrue, ConditionReasonNotReporting
+		c.Message = fmt.Sprintf("%d nodes have not reported on generation %d", n.NotReporting, iw.Generation)
+	case n.Matching == 0:
+		c.Reason, c.Message = ConditionReasonNoMatchingNodes, "the nodeSelector matches no node"
+	case n.Failed > 0:
+		c.Reason = ConditionReasonNodesFailed
+		c.Message = fmt.Sprintf("no node is pulling; %d failed", n.Failed)
+	default:
+		c.Reason, c.Message = ConditionReasonAllNodesWarm, "every matching node has every image"
+	}
+	meta.SetStatusCondition(&st.Conditions, c)
+}
+
+// setDegraded sets Degraded: True when some matching node failed to pull an
+// image, naming the first failure so that `kubectl get -o yaml` shows where
+// to look.
+func setDegraded(st *warmv1.ImageWarmStatus, iw *warmv1.ImageWarm) {
+	n := st.Nodes
+	c := metav1.Condition{Type: warmv1.ConditionDegraded, Status: metav1.ConditionFalse, ObservedGeneration: iw.Generation}
+	switch {
+	case n.Failed > 0 && len(st.Failures) > 0:
+		first := st.Failures[0]
+		c.Status, c.Reason = metav1.ConditionTrue, ConditionReasonPullFailed
+		c.Message = fmt.Sprintf("%d/%d matching nodes failed to pull an image; first: %s on node %s: %s",
+			n.Failed, n.Matching, first.Image, first.Node, first.Reason)
+	default:
+		c.Reason, c.Message = ConditionReasonNoFailures, "no matching node failed to pull an image"
+	}
+	meta.SetStatusCondition(&st.Conditions, c)
+}

@@ -1,0 +1,453 @@
+package controllers
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+)
+
+const (
+	digestA = "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	digestB = "sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+)
+
+// newWarm is ImageWarm default/web at generation gen.
+func newWarm(gen int64, sel *warmv1.NodeSelector, images ...string) *warmv1.ImageWarm {
+	iw := &warmv1.ImageWarm{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", Generation: gen}}
+	iw.Spec.NodeSelector = sel
+	for _, img := range images {
+		iw.Spec.Images = append(iw.Spec.Images, warmv1.ImageReference(img))
+	}
+	return iw
+}
+
+func zone(z string) *warmv1.NodeSelector {
+	return &warmv1.NodeSelector{MatchLabels: map[string]warmv1.LabelValue{"zone": warmv1.LabelValue(z)}}
+}
+
+func nodeMeta(name string, kv ...string) metav1.PartialObjectMetadata {
+	n := metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}}}
+	for i := 0; i+1 < len(kv); i += 2 {
+		n.Labels[kv[i]] = kv[i+1]
+	}
+	return n
+}
+
+// webAt says the node's agent acts on default/web at generation gen.
+func webAt(gen int64) []warmv1.WarmRef {
+	return []warmv1.WarmRef{{Namespace: "other", Name: "web", Generation: 99}, {Namespace: "default", Name: "web", Generation: gen}}
+}
+
+func report(node string, warms []warmv1.WarmRef, images ...warmv1.NodeImage) warmv1.NodeWarm {
+	slices.SortFunc(images, func(a, b warmv1.NodeImage) int { return strings.Compare(a.Image, b.Image) })
+	return warmv1.NodeWarm{ObjectMeta: metav1.ObjectMeta{Name: node}, Status: warmv1.NodeWarmStatus{Warms: warms, Images: images}}
+}
+
+// img is a report entry for ref, normalised as the agent does.
+func img(ref string, state warmv1.ImageState) warmv1.NodeImage {
+	return warmv1.NodeImage{Image: reportKey(ref), State: state}
+}
+
+func withDigest(i warmv1.NodeImage, d string) warmv1.NodeImage { i.Digest = d; return i }
+
+func failing(ref string, state warmv1.ImageState, reason, msg string) warmv1.NodeImage {
+	i := img(ref, state)
+	i.Reason, i.Message = reason, msg
+	return i
+}
+
+type wantCond struct {
+	status metav1.ConditionStatus
+	reason string
+}
+
+func TestAggregateStatus(t *testing.T) {
+	T, F := metav1.ConditionTrue, metav1.ConditionFalse
+	longMsg := strings.Repeat("é", 400) // 800 bytes
+	cases := []struct {
+		name     string
+		iw       *warmv1.ImageWarm
+		nodes    []metav1.PartialObjectMetadata
+		reports  []warmv1.NodeWarm
+		counts   warmv1.NodeCounts
+		images   []warmv1.ImageFleetStatus // nil: not checked
+		failures []warmv1.NodeFailure      // checked always
+		ready    wantCond
+		progress wantCond
+		degraded wantCond
+	}{{
+		name:     "no matching nodes",
+		iw:       newWarm(1, zone("a"), "nginx"),
+		nodes:    []metav1.PartialObjectMetadata{nodeMeta("n1", "zone", "b")},
+		reports:  []warmv1.NodeWarm{report("n1", webAt(1), img("nginx", warmv1.ImagePresent))},
+		counts:   warmv1.NodeCounts{},
+		images:   []warmv1.ImageFleetStatus{{Image: "nginx"}},
+		ready:    wantCond{F, ConditionReasonNoMatchingNodes},
+		progress: wantCond{F, ConditionReasonNoMatchingNodes},
+		degraded: wantCond{F, ConditionReasonNoFailures},
+	}, {
+		name:     "no report",
+		iw:       newWarm(1, nil, "nginx"),
+		nodes:    []metav1.PartialObjectMetadata{nodeMeta("n1")},
+		counts:   warmv1.NodeCounts{Matching: 1, NotReporting: 1},
+		images:   []warmv1.ImageFleetStatus{{Image: "nginx"}},
+		ready:    wantCond{F, ConditionReasonNotReporting},
+		progress: wantCond{T, ConditionReasonNotReporting},
+		degraded: wantCond{F, ConditionReasonNoFailures},
+	}, {
+		name:     "report does not list the ImageWarm",
+		iw:       newWarm(1, nil, "nginx"),
+		nodes:    []metav1.PartialObjectMetadata{nodeMeta("n1")},
+		reports:  []warmv1.NodeWarm{report("n1", []warmv1.WarmRef{{Namespace: "other", Name: "web", Generation: 1}}, img("nginx", warmv1.ImagePresent))},
+		counts:   warmv1.NodeCounts{Matching: 1, NotReporting: 1},
+		ready:    wantCond{F, ConditionReasonNotReporting},
+		progress: wantCond{T, ConditionReasonNotReporting},
+		degraded: wantCond{F, ConditionReasonNoFailures},
+	}, {
+		name:     "stale generation",
+		iw:       newWarm(3, nil, "nginx"),
+		nodes:    []metav1.PartialObjectMetadata{nodeMeta("n1"), nodeMeta("n2")},
+		reports:  []warmv1.NodeWarm{report("n1", webAt(2), img("nginx", warmv1.ImagePresent)), report("n2", webAt(4), img("nginx", warmv1.ImagePresent))},
+		counts:   warmv1.NodeCounts{Matching: 2, Ready: 1, NotReporting: 1},
+		images:   []warmv1.ImageFleetStatus{{Image: "nginx", Ready: 1}},
+		ready:    wantCond{F, ConditionReasonNotReporting},
+		progress: wantCond{T, ConditionReasonNotReporting},
+		degraded: wantCond{F, ConditionReasonNoFailures},
+	}, {
+		name:  "ready",
+		iw:    newWarm(1, nil, "nginx:1.27", "registry.example:5000/team/app:v1"),
+		nodes: []metav1.PartialObjectMetadata{nodeMeta("n1"), nodeMeta("n2")},
+		reports: []warmv1.NodeWarm{
+			report("n1", webAt(1), img("nginx:1.27", warmv1.ImagePresent), img("registry.example:5000/team/app:v1", warmv1.ImagePresent), img("redis", warmv1.ImageFailed)),
+			report("n2", webAt(1), img("nginx:1.27", warmv1.ImagePresent), img("registry.example:5000/team/app:v1", warmv1.ImagePresent)),
+		},
+		counts:   warmv1.NodeCounts{Matching: 2, Ready: 2},
+		images:   []warmv1.ImageFleetStatus{{Image: "nginx:1.27", Ready: 2}, {Image: "registry.example:5000/team/app:v1", Ready: 2}},
+		ready:    wantCond{T, ConditionReasonAllNodesWarm},
+		progress: wantCond{F, ConditionReasonAllNodesWarm},
+		degraded: wantCond{F, ConditionReasonNoFailures},
+	}, {
+		name:  "pulling, queued and not yet listed",
+		iw:    newWarm(1, nil, "nginx", "redis", "busybox"),
+		nodes: []metav1.PartialObjectMetadata{nodeMeta("n1"), nodeMeta("n2")},
+		reports: []warmv1.NodeWarm{
+			report("n1", webAt(1), img("nginx", warmv1.ImagePresent), img("redis", warmv1.ImagePulling), img("busybox", warmv1.ImageQueued)),
+			report("n2", webAt(1), img("nginx", warmv1.ImagePresent), img("redis", warmv1.ImagePresent)),
+		},
+		counts:   warmv1.NodeCounts{Matching: 2, Pulling: 2},
+		images:   []warmv1.ImageFleetStatus{{Image: "nginx", Ready: 2}, {Image: "redis", Ready: 1, Pulling: 1}, {Image: "busybox", Pulling: 2}},
+		ready:    wantCond{F, ConditionReasonPulling},
+		progress: wantCond{T, ConditionReasonPulling},
+		degraded: wantCond{F, ConditionReasonNoFailures},
+	}, {
+		name:  "failed and backing off",
+		iw:    newWarm(1, nil, "nginx", "redis"),
+		nodes: []metav1.PartialObjectMetadata{nodeMeta("n1"), nodeMeta("n2")},
+		reports: []warmv1.NodeWarm{
+			report("n1", webAt(1), img("nginx", warmv1.ImagePresent), failing("redis", warmv1.ImageBackOff, "Unauthorized", "401")),
+			report("n2", webAt(1), failing("nginx", warmv1.ImageFailed, "", "bad"), img("redis", warmv1.ImagePulling)),
+		},
+		counts: warmv1.NodeCounts{Matching: 2, Failed: 2},
+		images: []warmv1.ImageFleetStatus{{Image: "nginx", Ready: 1, Failed: 1}, {Image: "redis", Failed: 1, Pulling: 1}},
+		failures: []warmv1.NodeFailure{
+			{Node: "n1", Image: "redis", Reason: "Unauthorized", Message: "401"},
+			{Node: "n2", Image: "nginx", Reason: "Failed", Message: "bad"},
+		},
+		ready:    wantCond{F, ConditionReasonNodesFailed},
+		progress: wantCond{F, ConditionReasonNodesFailed},
+		degraded: wantCond{T, ConditionReasonPullFailed},
+	}, {
+		name:  "mixed",
+		iw:    newWarm(1, nil, "nginx"),
+		nodes: []metav1.PartialObjectMetadata{nodeMeta("d"), nodeMeta("c"), nodeMeta("b"), nodeMeta("a")},
+		reports: []warmv1.NodeWarm{
+			report("a", webAt(1), img("nginx", warmv1.ImagePresent)),
+			report("b", webAt(1), img("nginx", warmv1.ImagePulling)),
+			report("c", webAt(1), failing("nginx", warmv1.ImageBackOff, "NotFound", "manifest unknown")),
+		},
+		counts:   warmv1.NodeCounts{Matching: 4, Ready: 1, Pulling: 1, Failed: 1, NotReporting: 1},
+		images:   []warmv1.ImageFleetStatus{{Image: "nginx", Ready: 1, Pulling: 1, Failed: 1}},
+		failures: []warmv1.NodeFailure{{Node: "c", Image: "nginx", Reason: "NotFound", Message: "manifest unknown"}},
+		ready:    wantCond{F, ConditionReasonNodesFailed},
+		progress: wantCond{T, ConditionReasonPulling},
+		degraded: wantCond{T, ConditionReasonPullFailed},
+	}, {
+		name:  "digests agree, or not",
+		iw:    newWarm(1, nil, "nginx", "redis", "busybox"),
+		nodes: []metav1.PartialObjectMetadata{nodeMeta("n1"), nodeMeta("n2"), nodeMeta("n3")},
+		reports: []warmv1.NodeWarm{
+			report("n1", webAt(1), withDigest(img("nginx", warmv1.ImagePresent), digestA), withDigest(img("redis", warmv1.ImagePresent), digestA), img("busybox", warmv1.ImagePresent)),
+			report("n2", webAt(1), withDigest(img("nginx", warmv1.ImagePresent), digestA), withDigest(img("redis", warmv1.ImagePresent), digestB), withDigest(img("busybox", warmv1.ImagePulling), digestB)),
+			// A node without a repository digest does not split the vote.
+			report("n3", webAt(1), img("nginx", warmv1.ImagePresent), withDigest(img("redis", warmv1.ImagePresent), digestA), withDigest(img("busybox", warmv1.ImagePresent), digestA)),
+		},
+		counts:   warmv1.NodeCounts{Matching: 3, Ready: 2, Pulling: 1},
+		images:   []warmv1.ImageFleetStatus{{Image: "nginx", Digest: digestA, Ready: 3}, {Image: "redis", Ready: 3}, {Image: "busybox", Digest: digestA, Ready: 2, Pulling: 1}},
+		ready:    wantCond{F, ConditionReasonPulling},
+		progress: wantCond{T, ConditionReasonPulling},
+		degraded: wantCond{F, ConditionReasonNoFailures},
+	}, {
+		name:  "suspended",
+		iw:    suspend(newWarm(1, nil, "nginx")),
+		nodes: []metav1.PartialObjectMetadata{nodeMeta("n1"), nodeMeta("n2")},
+		reports: []warmv1.NodeWarm{
+			report("n1", webAt(1), img("nginx", warmv1.ImageSkipped)),
+			report("n2", webAt(1), img("nginx", warmv1.ImagePresent)),
+		},
+		counts:   warmv1.NodeCounts{Matching: 2, Ready: 1, Pulling: 1},
+		ready:    wantCond{F, ConditionReasonSuspended},
+		progress: wantCond{F, ConditionReasonSuspended},
+		degraded: wantCond{F, ConditionReasonNoFailures},
+	}, {
+		name:     "suspended with every image present",
+		iw:       suspend(newWarm(1, nil, "nginx")),
+		nodes:    []metav1.PartialObjectMetadata{nodeMeta("n1")},
+		reports:  []warmv1.NodeWarm{report("n1", webAt(1), img("nginx", warmv1.ImagePresent))},
+		counts:   warmv1.NodeCounts{Matching: 1, Ready: 1},
+		ready:    wantCond{T, ConditionReasonAllNodesWarm},
+		progress: wantCond{F, ConditionReasonSuspended},
+		degraded: wantCond{F, ConditionReasonNoFailures},
+	}, {
+		name: "selector expressions",
+		iw: newWarm(1, &warmv1.NodeSelector{
+			MatchLabels: map[string]warmv1.LabelValue{"pool": "web"},
+			MatchExpressions: []warmv1.NodeSelectorRequirement{
+				{Key: "zone", Operator: metav1.LabelSelectorOpIn, Values: []string{"a", "b"}},
+				{Key: "gpu", Operator: metav1.LabelSelectorOpDoesNotExist},
+			},
+		}, "nginx"),
+		nodes: []metav1.PartialObjectMetadata{
+			nodeMeta("match-a", "pool", "web", "zone", "a"),
+			nodeMeta("match-b", "pool", "web", "zone", "b"),
+			nodeMeta("zone-c", "pool", "web", "zone", "c"),
+			nodeMeta("gpu", "pool", "web", "zone", "a", "gpu", "yes"),
+			nodeMeta("no-pool", "zone", "a"),
+		},
+		reports: []warmv1.NodeWarm{
+			report("match-a", webAt(1), img("nginx", warmv1.ImagePresent)),
+			report("zone-c", webAt(1), img("nginx", warmv1.ImageFailed)),
+			report("gpu", webAt(1), img("nginx", warmv1.ImageFailed)),
+		},
+		counts:   warmv1.NodeCounts{Matching: 2, Ready: 1, NotReporting: 1},
+		ready:    wantCond{F, ConditionReasonNotReporting},
+		progress: wantCond{T, ConditionReasonNotReporting},
+		degraded: wantCond{F, ConditionReasonNoFailures},
+	}, {
+		name:     "spec images that normalise alike",
+		iw:       newWarm(1, nil, "nginx", "docker.io/library/nginx:latest", "registry.example/app@"+digestA),
+		nodes:    []metav1.PartialObjectMetadata{nodeMeta("n1")},
+		reports:  []warmv1.NodeWarm{report("n1", webAt(1), img("library/nginx:latest", warmv1.ImagePresent), withDigest(img("registry.example/app@"+digestA, warmv1.ImagePresent), digestA))},
+		counts:   warmv1.NodeCounts{Matching: 1, Ready: 1},
+		images:   []warmv1.ImageFleetStatus{{Image: "nginx", Ready: 1}, {Image: "docker.io/library/nginx:latest", Ready: 1}, {Image: "registry.example/app@" + digestA, Digest: digestA, Ready: 1}},
+		ready:    wantCond{T, ConditionReasonAllNodesWarm},
+		progress: wantCond{F, ConditionReasonAllNodesWarm},
+		degraded: wantCond{F, ConditionReasonNoFailures},
+	}, {
+		name:     "long message is cut on a rune boundary",
+		iw:       newWarm(1, nil, "nginx"),
+		nodes:    []metav1.PartialObjectMetadata{nodeMeta("n1")},
+		reports:  []warmv1.NodeWarm{report("n1", webAt(1), failing("nginx", warmv1.ImageBackOff, "ErrImagePull", "x"+longMsg))},
+		counts:   warmv1.NodeCounts{Matching: 1, Failed: 1},
+		failures: []warmv1.NodeFailure{{Node: "n1", Image: "nginx", Reason: "ErrImagePull", Message: ("x" + longMsg)[:511]}},
+		ready:    wantCond{F, ConditionReasonNodesFailed},
+		progress: wantCond{F, ConditionReasonNodesFailed},
+		degraded: wantCond{T, ConditionReasonPullFailed},
+	}}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			orig := c.iw.DeepCopy()
+			st, err := aggregateStatus(c.iw, newFleet(c.nodes, c.reports))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !equality.Semantic.DeepEqual(c.iw, orig) {
+				t.Error("aggregateStatus changed the ImageWarm")
+			}
+			if st.ObservedGeneration != c.iw.Generation || st.ImageCount != int32(len(c.iw.Spec.Images)) {
+				t.Errorf("observedGeneration %d imageCount %d", st.ObservedGeneration, st.ImageCount)
+			}
+			if st.Nodes != c.counts {
+				t.Errorf("nodes = %+v, want %+v", st.Nodes, c.counts)
+			}
+			if c.images != nil && !slices.Equal(st.Images, c.images) {
+				t.Errorf("images =\n%+v\nwant\n%+v", st.Images, c.images)
+			}
+			if !slices.Equal(st.Failures, c.failures) {
+				t.Errorf("failures =\n%+v\nwant\n%+v", st.Failures, c.failures)
+			}
+			checkCondition(t, st, warmv1.ConditionReady, c.ready, c.iw.Generation)
+			checkCondition(t, st, warmv1.ConditionProgressing, c.progress, c.iw.Generation)
+			checkCondition(t, st, warmv1.ConditionDegraded, c.degraded, c.iw.Generation)
+		})
+	}
+}
+
+func suspend(iw *warmv1.ImageWarm) *warmv1.ImageWarm { iw.Spec.Suspend = true; return iw }
+
+func checkCondition(t *testing.T, st warmv1.ImageWarmStatus, typ string, want wantCond, gen int64) {
+	t.Helper()
+	c := meta.FindStatusCondition(st.Conditions, typ)
+	switch {
+	case c == nil:
+		t.Errorf("no %s condition", typ)
+	case c.Status != want.status || c.Reason != want.reason:
+		t.Errorf("%s = %s/%s (%s), want %s/%s", typ, c.Status, c.Reason, c.Message, want.status, want.reason)
+	case c.ObservedGeneration != gen || c.Message == "" || c.LastTransitionTime.IsZero():
+		t.Errorf("%s incomplete: %+v", typ, c)
+	}
+}
+
+// TestAggregateFailuresCapAndOrder checks that the same first failures, by
+// node then spec order, are reported whatever order the cache lists in.
+func TestAggregateFailuresCapAndOrder(t *testing.T) {
+	iw := newWarm(1, nil, "redis", "nginx")
+	var nodes []metav1.PartialObjectMetadata
+	var reports []warmv1.NodeWarm
+	for i := range 25 {
+		name := fmt.Sprintf("node-%02d", i)
+		nodes = append(nodes, nodeMeta(name))
+		reports = append(reports, report(name, webAt(1),
+			failing("nginx", warmv1.ImageBackOff, "NotFound", name),
+			failing("redis", warmv1.ImageFailed, "Unauthorized", name)))
+	}
+	var want []warmv1.NodeFailure
+	for i := range 5 {
+		name := fmt.Sprintf("node-%02d", i)
+		want = append(want,
+			warmv1.NodeFailure{Node: name, Image: "redis", Reason: "Unauthorized", Message: name},
+			warmv1.NodeFailure{Node: name, Image: "nginx", Reason: "NotFound", Message: name})
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 20 {
+		rng.Shuffle(len(nodes), func(i, j int) { nodes[i], nodes[j] = nodes[j], nodes[i] })
+		rng.Shuffle(len(reports), func(i, j int) { reports[i], reports[j] = reports[j], reports[i] })
+		st, err := aggregateStatus(iw, newFleet(nodes, reports))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Failures) != warmv1.MaxReportedFailures {
+			t.Fatalf("%d failures reported, want %d", len(st.Failures), warmv1.MaxReportedFailures)
+		}
+		if !slices.Equal(st.Failures, want) {
+			t.Fatalf("failures =\n%+v\nwant\n%+v", st.Failures, want)
+		}
+		if st.Nodes.Failed != 25 {
+			t.Fatalf("failed = %d, want 25", st.Nodes.Failed)
+		}
+	}
+}
+
+// TestAggregateIsStable checks that folding the same reports into the status
+// the last fold produced changes nothing, transition times included, which
+// is what lets the controller skip the write.
+func TestAggregateIsStable(t *testing.T) {
+	iw := newWarm(1, nil, "nginx")
+	f := newFleet([]metav1.PartialObjectMetadata{nodeMeta("n1")}, []warmv1.NodeWarm{report("n1", webAt(1), img("nginx", warmv1.ImagePulling))})
+	first, err := aggregateStatus(iw, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	iw.Status = first
+	time.Sleep(10 * time.Millisecond)
+	second, err := aggregateStatus(iw, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(first, second) {
+		t.Errorf("status changed without a change in the reports:\n%+v\n%+v", first, second)
+	}
+}
+
+func TestCutStatusMessage(t *testing.T) {
+	for _, s := range []string{"", "short", strings.Repeat("a", 600), strings.Repeat("€", 300), "a" + strings.Repeat("€", 300)} {
+		got := cutStatusMessage(s)
+		if len(got) > warmv1.MaxMessageLength || !utf8.ValidString(got) || !strings.HasPrefix(s, got) {
+			t.Errorf("cutStatusMessage(%d bytes) = %d bytes, valid %v", len(s), len(got), utf8.ValidString(got))
+		}
+		if len(s) > warmv1.MaxMessageLength && len(got) < warmv1.MaxMessageLength-utf8.UTFMax {
+			t.Errorf("cut %d bytes to %d", len(s), len(got))
+		}
+	}
+}
+
+func TestWriteLimiter(t *testing.T) {
+	now := time.Unix(1000, 0)
+	l := newWriteLimiter(time.Second, func() time.Time { return now })
+	a, b := types.NamespacedName{Namespace: "ns", Name: "a"}, types.NamespacedName{Namespace: "ns", Name: "b"}
+	if w := l.wait(a); w != 0 {
+		t.Fatalf("first write waits %v", w)
+	}
+	l.wrote(a)
+	now = now.Add(300 * time.Millisecond)
+	if w := l.wait(a); w != 700*time.Millisecond {
+		t.Errorf("wait = %v, want 700ms", w)
+	}
+	if w := l.wait(b); w != 0 {
+		t.Errorf("another ImageWarm waits %v", w)
+	}
+	now = now.Add(700 * time.Millisecond)
+	if w := l.wait(a); w != 0 {
+		t.Errorf("wait after the interval = %v", w)
+	}
+	if len(l.last) != 0 {
+		t.Errorf("expired entries kept: %v", l.last)
+	}
+	l.wrote(b)
+	l.forget(b)
+	if w := l.wait(b); w != 0 {
+		t.Errorf("forgotten ImageWarm waits %v", w)
+	}
+	var nilLimiter *writeLimiter
+	nilLimiter.wrote(a)
+	if w := nilLimiter.wait(a); w != 0 {
+		t.Errorf("nil limiter waits %v", w)
+	}
+}
+
+// BenchmarkAggregate1000 folds 1,000 nodes' reports, 40 images each, into
+// the status of an ImageWarm of 10 images that selects half of them.
+func BenchmarkAggregate1000(b *testing.B) {
+	const nodeCount, imagesPerWarm, imagesPerNode = 1000, 10, 40
+	var spec []string
+	for i := range imagesPerWarm {
+		spec = append(spec, fmt.Sprintf("registry.example:5000/team/app-%d:v1", i))
+	}
+	iw := newWarm(1, zone("a"), spec...)
+	nodes := make([]metav1.PartialObjectMetadata, nodeCount)
+	reports := make([]warmv1.NodeWarm, nodeCount)
+	states := []warmv1.ImageState{warmv1.ImagePresent, warmv1.ImagePresent, warmv1.ImagePresent, warmv1.ImagePulling, warmv1.ImageBackOff}
+	for n := range nodeCount {
+		name := fmt.Sprintf("node-%04d", n)
+		nodes[n] = nodeMeta(name, "zone", []string{"a", "b"}[n%2], "kubernetes.io/hostname", name)
+		var imgs []warmv1.NodeImage
+		for i := range imagesPerNode {
+			ref := fmt.Sprintf("registry.example:5000/team/app-%d:v1", i)
+			e := withDigest(img(ref, states[(n+i)%len(states)]), digestA)
+			if e.State == warmv1.ImageBackOff {
+				e.Reason, e.Message = "RegistryUnavailable", "dial tcp: connection refused"
+			}
+			imgs = append(imgs, e)
+		}
+		warms := []warmv1.WarmRef{{Namespace: "a", Name: "x", Generation: 1}, {Namespace: "default", Name: "web", Generation: 1}, {Namespace: "z", Name: "y", Generation: 1}}
+		reports[n] = report(name, warms, imgs...)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		st, err := aggregateStatus(iw, newFleet(nodes, reports))
+		if err != nil || st.Nodes.Matching != nodeCount/2 {
+			b.Fatalf("matching %d, %v", st.Nodes.Matching, err)
+		}
+	}
+}
