@@ -38,6 +38,8 @@ type Engine interface {
 	Sync(ctx context.Context, reqs []pullengine.Request) []pullengine.Status
 	// DiskUsage is the image filesystem's fill level.
 	DiskUsage(ctx context.Context) pullengine.DiskUsage
+	// Status is the engine's view of one image.
+	Status(image string) (pullengine.Status, bool)
 }
 
 var _ Engine = &pullengine.Engine{}
@@ -110,12 +112,13 @@ func (a *NodeAgent) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result,
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	listedAt := time.Now()
 	presence, err := a.Engine.Presence(ctx)
 	if err != nil {
 		log.FromContext(ctx).Error(err, "Container runtime not answering")
 		return ctrl.Result{RequeueAfter: runtimeRetry}, a.reportRuntimeDown(ctx, nw, err)
 	}
-	statuses := a.pull(ctx, node, desired, presence)
+	statuses := a.pull(ctx, node, desired, presence, listedAt)
 	next, err := a.report(ctx, node, nw, desired, presence, statuses)
 	return ctrl.Result{RequeueAfter: next}, err
 }

@@ -14,8 +14,13 @@ import (
 // by normalised reference. Images no longer wanted lose their queued and
 // running pulls in the same call. Evictions (an image this agent saw
 // present that has gone) are reported on the way.
-func (a *NodeAgent) pull(ctx context.Context, node *corev1.Node, d desiredSet, p *pullengine.Presence) map[string]pullengine.Status {
+//
+// listedAt is when the runtime's images were listed: a pull that finished
+// after it is not missing, only not yet listed, and is not pulled again.
+func (a *NodeAgent) pull(ctx context.Context, node *corev1.Node, d desiredSet, p *pullengine.Presence,
+	listedAt time.Time) map[string]pullengine.Status {
 	now := time.Now()
+	out := map[string]pullengine.Status{}
 	secrets := newSecretKeyrings(a.APIReader)
 	var reqs []pullengine.Request
 	a.mu.Lock()
@@ -24,6 +29,10 @@ func (a *NodeAgent) pull(ctx context.Context, node *corev1.Node, d desiredSet, p
 	for _, key := range d.sortedKeys() {
 		w := d.images[key]
 		_, present := p.Lookup(w.ref)
+		if s, ok := a.pulledSince(key, listedAt); !present && ok {
+			out[key] = s
+			continue
+		}
 		a.noteEvictionLocked(ctx, w, present)
 		if w.suspended || (present && !a.st.refreshDueLocked(key, w.refresh, now)) {
 			continue
@@ -39,7 +48,6 @@ func (a *NodeAgent) pull(ctx context.Context, node *corev1.Node, d desiredSet, p
 	}
 	a.secretProblems(ctx, d, secrets)
 
-	out := make(map[string]pullengine.Status, len(reqs))
 	for _, s := range a.Engine.Sync(ctx, reqs) {
 		out[s.Ref] = s
 	}
@@ -50,4 +58,14 @@ func (a *NodeAgent) pull(ctx context.Context, node *corev1.Node, d desiredSet, p
 func mustKey(image string) string {
 	ref, _ := pullengine.ParseReference(image)
 	return ref.String()
+}
+
+// pulledSince returns the engine's status of an image whose pull succeeded
+// after t.
+func (a *NodeAgent) pulledSince(key string, t time.Time) (pullengine.Status, bool) {
+	s, ok := a.Engine.Status(key)
+	if !ok || s.State != pullengine.StatePulled || s.Last == nil || !s.Last.Finished.After(t) {
+		return pullengine.Status{}, false
+	}
+	return s, true
 }

@@ -1,0 +1,119 @@
+package testbed
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"time"
+)
+
+// SlowProxy is a TCP proxy on loopback that passes a registry's responses
+// through at a fixed rate, so pulls take long enough to be caught under
+// way (cancellation, deletion mid-pull).
+type SlowProxy struct {
+	// Host is host:port, to use in image references instead of the
+	// registry's.
+	Host string
+
+	l      net.Listener
+	target string
+	rate   int // bytes per second, registry to client
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+}
+
+// StartSlowProxy proxies to target ("127.0.0.1:port") at bytesPerSecond and
+// stops at cleanup.
+func StartSlowProxy(t TB, target string, bytesPerSecond int) *SlowProxy {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &SlowProxy{Host: l.Addr().String(), l: l, target: target, rate: bytesPerSecond, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.serve()
+	t.Cleanup(p.Close)
+	return p
+}
+
+// Close stops the proxy and cuts every connection.
+func (p *SlowProxy) Close() {
+	_ = p.l.Close()
+	p.mu.Lock()
+	for c := range p.conns {
+		_ = c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+func (p *SlowProxy) serve() {
+	defer p.wg.Done()
+	for {
+		c, err := p.l.Accept()
+		if err != nil {
+			return
+		}
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			p.handle(c)
+		}()
+	}
+}
+
+func (p *SlowProxy) track(c net.Conn, on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if on {
+		p.conns[c] = struct{}{}
+	} else {
+		delete(p.conns, c)
+	}
+}
+
+func (p *SlowProxy) handle(client net.Conn) {
+	server, err := net.Dial("tcp", p.target)
+	if err != nil {
+		_ = client.Close()
+		return
+	}
+	for _, c := range []net.Conn{client, server} {
+		p.track(c, true)
+		defer p.track(c, false)
+		defer c.Close()
+	}
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(server, client); done <- struct{}{} }()
+	go func() { _ = copySlowly(client, server, p.rate); done <- struct{}{} }()
+	<-done
+}
+
+// copySlowly copies src to dst at about rate bytes a second, at most one
+// chunk per 50 ms step.
+func copySlowly(dst io.Writer, src io.Reader, rate int) error {
+	const step = 50 * time.Millisecond
+	chunk := max(rate/int(time.Second/step), 1)
+	buf := make([]byte, chunk)
+	for {
+		start := time.Now()
+		// Read, not ReadFull: a short response must not wait for a full
+		// chunk that never comes on a kept-alive connection.
+		n, err := src.Read(buf)
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return werr
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		time.Sleep(step - time.Since(start))
+	}
+}
