@@ -18,12 +18,12 @@ import (
 )
 
 const (
-	digestA = "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-	digestB = "sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+	iwDigestA = "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	iwDigestB = "sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
 )
 
 // newWarm is ImageWarm default/web at generation gen.
-func newWarm(gen int64, sel *warmv1.NodeSelector, images ...string) *warmv1.ImageWarm {
+func iwNewWarm(gen int64, sel *warmv1.NodeSelector, images ...string) *warmv1.ImageWarm {
 	iw := &warmv1.ImageWarm{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", Generation: gen}}
 	iw.Spec.NodeSelector = sel
 	for _, img := range images {
@@ -32,11 +32,11 @@ func newWarm(gen int64, sel *warmv1.NodeSelector, images ...string) *warmv1.Imag
 	return iw
 }
 
-func zone(z string) *warmv1.NodeSelector {
+func iwZone(z string) *warmv1.NodeSelector {
 	return &warmv1.NodeSelector{MatchLabels: map[string]warmv1.LabelValue{"zone": warmv1.LabelValue(z)}}
 }
 
-func nodeMeta(name string, kv ...string) metav1.PartialObjectMetadata {
+func iwNodeMeta(name string, kv ...string) metav1.PartialObjectMetadata {
 	n := metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}}}
 	for i := 0; i+1 < len(kv); i += 2 {
 		n.Labels[kv[i]] = kv[i+1]
@@ -45,29 +45,29 @@ func nodeMeta(name string, kv ...string) metav1.PartialObjectMetadata {
 }
 
 // webAt says the node's agent acts on default/web at generation gen.
-func webAt(gen int64) []warmv1.WarmRef {
+func iwWebAt(gen int64) []warmv1.WarmRef {
 	return []warmv1.WarmRef{{Namespace: "other", Name: "web", Generation: 99}, {Namespace: "default", Name: "web", Generation: gen}}
 }
 
-func report(node string, warms []warmv1.WarmRef, images ...warmv1.NodeImage) warmv1.NodeWarm {
+func iwReport(node string, warms []warmv1.WarmRef, images ...warmv1.NodeImage) warmv1.NodeWarm {
 	slices.SortFunc(images, func(a, b warmv1.NodeImage) int { return strings.Compare(a.Image, b.Image) })
 	return warmv1.NodeWarm{ObjectMeta: metav1.ObjectMeta{Name: node}, Status: warmv1.NodeWarmStatus{Warms: warms, Images: images}}
 }
 
 // img is a report entry for ref, normalised as the agent does.
-func img(ref string, state warmv1.ImageState) warmv1.NodeImage {
+func iwImg(ref string, state warmv1.ImageState) warmv1.NodeImage {
 	return warmv1.NodeImage{Image: reportKey(ref), State: state}
 }
 
-func withDigest(i warmv1.NodeImage, d string) warmv1.NodeImage { i.Digest = d; return i }
+func iwWithDigest(i warmv1.NodeImage, d string) warmv1.NodeImage { i.Digest = d; return i }
 
-func failing(ref string, state warmv1.ImageState, reason, msg string) warmv1.NodeImage {
-	i := img(ref, state)
+func iwFailing(ref string, state warmv1.ImageState, reason, msg string) warmv1.NodeImage {
+	i := iwImg(ref, state)
 	i.Reason, i.Message = reason, msg
 	return i
 }
 
-type wantCond struct {
+type iwWantCond struct {
 	status metav1.ConditionStatus
 	reason string
 }
@@ -83,80 +83,80 @@ func TestAggregateStatus(t *testing.T) {
 		counts   warmv1.NodeCounts
 		images   []warmv1.ImageFleetStatus // nil: not checked
 		failures []warmv1.NodeFailure      // checked always
-		ready    wantCond
-		progress wantCond
-		degraded wantCond
+		ready    iwWantCond
+		progress iwWantCond
+		degraded iwWantCond
 	}{{
 		name:     "no matching nodes",
-		iw:       newWarm(1, zone("a"), "nginx"),
-		nodes:    []metav1.PartialObjectMetadata{nodeMeta("n1", "zone", "b")},
-		reports:  []warmv1.NodeWarm{report("n1", webAt(1), img("nginx", warmv1.ImagePresent))},
+		iw:       iwNewWarm(1, iwZone("a"), "nginx"),
+		nodes:    []metav1.PartialObjectMetadata{iwNodeMeta("n1", "zone", "b")},
+		reports:  []warmv1.NodeWarm{iwReport("n1", iwWebAt(1), iwImg("nginx", warmv1.ImagePresent))},
 		counts:   warmv1.NodeCounts{},
 		images:   []warmv1.ImageFleetStatus{{Image: "nginx"}},
-		ready:    wantCond{F, ConditionReasonNoMatchingNodes},
-		progress: wantCond{F, ConditionReasonNoMatchingNodes},
-		degraded: wantCond{F, ConditionReasonNoFailures},
+		ready:    iwWantCond{F, ConditionReasonNoMatchingNodes},
+		progress: iwWantCond{F, ConditionReasonNoMatchingNodes},
+		degraded: iwWantCond{F, ConditionReasonNoFailures},
 	}, {
 		name:     "no report",
-		iw:       newWarm(1, nil, "nginx"),
-		nodes:    []metav1.PartialObjectMetadata{nodeMeta("n1")},
+		iw:       iwNewWarm(1, nil, "nginx"),
+		nodes:    []metav1.PartialObjectMetadata{iwNodeMeta("n1")},
 		counts:   warmv1.NodeCounts{Matching: 1, NotReporting: 1},
 		images:   []warmv1.ImageFleetStatus{{Image: "nginx"}},
-		ready:    wantCond{F, ConditionReasonNotReporting},
-		progress: wantCond{T, ConditionReasonNotReporting},
-		degraded: wantCond{F, ConditionReasonNoFailures},
+		ready:    iwWantCond{F, ConditionReasonNotReporting},
+		progress: iwWantCond{T, ConditionReasonNotReporting},
+		degraded: iwWantCond{F, ConditionReasonNoFailures},
 	}, {
 		name:     "report does not list the ImageWarm",
-		iw:       newWarm(1, nil, "nginx"),
-		nodes:    []metav1.PartialObjectMetadata{nodeMeta("n1")},
-		reports:  []warmv1.NodeWarm{report("n1", []warmv1.WarmRef{{Namespace: "other", Name: "web", Generation: 1}}, img("nginx", warmv1.ImagePresent))},
+		iw:       iwNewWarm(1, nil, "nginx"),
+		nodes:    []metav1.PartialObjectMetadata{iwNodeMeta("n1")},
+		reports:  []warmv1.NodeWarm{iwReport("n1", []warmv1.WarmRef{{Namespace: "other", Name: "web", Generation: 1}}, iwImg("nginx", warmv1.ImagePresent))},
 		counts:   warmv1.NodeCounts{Matching: 1, NotReporting: 1},
-		ready:    wantCond{F, ConditionReasonNotReporting},
-		progress: wantCond{T, ConditionReasonNotReporting},
-		degraded: wantCond{F, ConditionReasonNoFailures},
+		ready:    iwWantCond{F, ConditionReasonNotReporting},
+		progress: iwWantCond{T, ConditionReasonNotReporting},
+		degraded: iwWantCond{F, ConditionReasonNoFailures},
 	}, {
 		name:     "stale generation",
-		iw:       newWarm(3, nil, "nginx"),
-		nodes:    []metav1.PartialObjectMetadata{nodeMeta("n1"), nodeMeta("n2")},
-		reports:  []warmv1.NodeWarm{report("n1", webAt(2), img("nginx", warmv1.ImagePresent)), report("n2", webAt(4), img("nginx", warmv1.ImagePresent))},
+		iw:       iwNewWarm(3, nil, "nginx"),
+		nodes:    []metav1.PartialObjectMetadata{iwNodeMeta("n1"), iwNodeMeta("n2")},
+		reports:  []warmv1.NodeWarm{iwReport("n1", iwWebAt(2), iwImg("nginx", warmv1.ImagePresent)), iwReport("n2", iwWebAt(4), iwImg("nginx", warmv1.ImagePresent))},
 		counts:   warmv1.NodeCounts{Matching: 2, Ready: 1, NotReporting: 1},
 		images:   []warmv1.ImageFleetStatus{{Image: "nginx", Ready: 1}},
-		ready:    wantCond{F, ConditionReasonNotReporting},
-		progress: wantCond{T, ConditionReasonNotReporting},
-		degraded: wantCond{F, ConditionReasonNoFailures},
+		ready:    iwWantCond{F, ConditionReasonNotReporting},
+		progress: iwWantCond{T, ConditionReasonNotReporting},
+		degraded: iwWantCond{F, ConditionReasonNoFailures},
 	}, {
 		name:  "ready",
-		iw:    newWarm(1, nil, "nginx:1.27", "registry.example:5000/team/app:v1"),
-		nodes: []metav1.PartialObjectMetadata{nodeMeta("n1"), nodeMeta("n2")},
+		iw:    iwNewWarm(1, nil, "nginx:1.27", "registry.example:5000/team/app:v1"),
+		nodes: []metav1.PartialObjectMetadata{iwNodeMeta("n1"), iwNodeMeta("n2")},
 		reports: []warmv1.NodeWarm{
-			report("n1", webAt(1), img("nginx:1.27", warmv1.ImagePresent), img("registry.example:5000/team/app:v1", warmv1.ImagePresent), img("redis", warmv1.ImageFailed)),
-			report("n2", webAt(1), img("nginx:1.27", warmv1.ImagePresent), img("registry.example:5000/team/app:v1", warmv1.ImagePresent)),
+			iwReport("n1", iwWebAt(1), iwImg("nginx:1.27", warmv1.ImagePresent), iwImg("registry.example:5000/team/app:v1", warmv1.ImagePresent), iwImg("redis", warmv1.ImageFailed)),
+			iwReport("n2", iwWebAt(1), iwImg("nginx:1.27", warmv1.ImagePresent), iwImg("registry.example:5000/team/app:v1", warmv1.ImagePresent)),
 		},
 		counts:   warmv1.NodeCounts{Matching: 2, Ready: 2},
 		images:   []warmv1.ImageFleetStatus{{Image: "nginx:1.27", Ready: 2}, {Image: "registry.example:5000/team/app:v1", Ready: 2}},
-		ready:    wantCond{T, ConditionReasonAllNodesWarm},
-		progress: wantCond{F, ConditionReasonAllNodesWarm},
-		degraded: wantCond{F, ConditionReasonNoFailures},
+		ready:    iwWantCond{T, ConditionReasonAllNodesWarm},
+		progress: iwWantCond{F, ConditionReasonAllNodesWarm},
+		degraded: iwWantCond{F, ConditionReasonNoFailures},
 	}, {
 		name:  "pulling, queued and not yet listed",
-		iw:    newWarm(1, nil, "nginx", "redis", "busybox"),
-		nodes: []metav1.PartialObjectMetadata{nodeMeta("n1"), nodeMeta("n2")},
+		iw:    iwNewWarm(1, nil, "nginx", "redis", "busybox"),
+		nodes: []metav1.PartialObjectMetadata{iwNodeMeta("n1"), iwNodeMeta("n2")},
 		reports: []warmv1.NodeWarm{
-			report("n1", webAt(1), img("nginx", warmv1.ImagePresent), img("redis", warmv1.ImagePulling), img("busybox", warmv1.ImageQueued)),
-			report("n2", webAt(1), img("nginx", warmv1.ImagePresent), img("redis", warmv1.ImagePresent)),
+			iwReport("n1", iwWebAt(1), iwImg("nginx", warmv1.ImagePresent), iwImg("redis", warmv1.ImagePulling), iwImg("busybox", warmv1.ImageQueued)),
+			iwReport("n2", iwWebAt(1), iwImg("nginx", warmv1.ImagePresent), iwImg("redis", warmv1.ImagePresent)),
 		},
 		counts:   warmv1.NodeCounts{Matching: 2, Pulling: 2},
 		images:   []warmv1.ImageFleetStatus{{Image: "nginx", Ready: 2}, {Image: "redis", Ready: 1, Pulling: 1}, {Image: "busybox", Pulling: 2}},
-		ready:    wantCond{F, ConditionReasonPulling},
-		progress: wantCond{T, ConditionReasonPulling},
-		degraded: wantCond{F, ConditionReasonNoFailures},
+		ready:    iwWantCond{F, ConditionReasonPulling},
+		progress: iwWantCond{T, ConditionReasonPulling},
+		degraded: iwWantCond{F, ConditionReasonNoFailures},
 	}, {
 		name:  "failed and backing off",
-		iw:    newWarm(1, nil, "nginx", "redis"),
-		nodes: []metav1.PartialObjectMetadata{nodeMeta("n1"), nodeMeta("n2")},
+		iw:    iwNewWarm(1, nil, "nginx", "redis"),
+		nodes: []metav1.PartialObjectMetadata{iwNodeMeta("n1"), iwNodeMeta("n2")},
 		reports: []warmv1.NodeWarm{
-			report("n1", webAt(1), img("nginx", warmv1.ImagePresent), failing("redis", warmv1.ImageBackOff, "Unauthorized", "401")),
-			report("n2", webAt(1), failing("nginx", warmv1.ImageFailed, "", "bad"), img("redis", warmv1.ImagePulling)),
+			iwReport("n1", iwWebAt(1), iwImg("nginx", warmv1.ImagePresent), iwFailing("redis", warmv1.ImageBackOff, "Unauthorized", "401")),
+			iwReport("n2", iwWebAt(1), iwFailing("nginx", warmv1.ImageFailed, "", "bad"), iwImg("redis", warmv1.ImagePulling)),
 		},
 		counts: warmv1.NodeCounts{Matching: 2, Failed: 2},
 		images: []warmv1.ImageFleetStatus{{Image: "nginx", Ready: 1, Failed: 1}, {Image: "redis", Failed: 1, Pulling: 1}},
@@ -164,63 +164,63 @@ func TestAggregateStatus(t *testing.T) {
 			{Node: "n1", Image: "redis", Reason: "Unauthorized", Message: "401"},
 			{Node: "n2", Image: "nginx", Reason: "Failed", Message: "bad"},
 		},
-		ready:    wantCond{F, ConditionReasonNodesFailed},
-		progress: wantCond{F, ConditionReasonNodesFailed},
-		degraded: wantCond{T, ConditionReasonPullFailed},
+		ready:    iwWantCond{F, ConditionReasonNodesFailed},
+		progress: iwWantCond{F, ConditionReasonNodesFailed},
+		degraded: iwWantCond{T, ConditionReasonPullFailed},
 	}, {
 		name:  "mixed",
-		iw:    newWarm(1, nil, "nginx"),
-		nodes: []metav1.PartialObjectMetadata{nodeMeta("d"), nodeMeta("c"), nodeMeta("b"), nodeMeta("a")},
+		iw:    iwNewWarm(1, nil, "nginx"),
+		nodes: []metav1.PartialObjectMetadata{iwNodeMeta("d"), iwNodeMeta("c"), iwNodeMeta("b"), iwNodeMeta("a")},
 		reports: []warmv1.NodeWarm{
-			report("a", webAt(1), img("nginx", warmv1.ImagePresent)),
-			report("b", webAt(1), img("nginx", warmv1.ImagePulling)),
-			report("c", webAt(1), failing("nginx", warmv1.ImageBackOff, "NotFound", "manifest unknown")),
+			iwReport("a", iwWebAt(1), iwImg("nginx", warmv1.ImagePresent)),
+			iwReport("b", iwWebAt(1), iwImg("nginx", warmv1.ImagePulling)),
+			iwReport("c", iwWebAt(1), iwFailing("nginx", warmv1.ImageBackOff, "NotFound", "manifest unknown")),
 		},
 		counts:   warmv1.NodeCounts{Matching: 4, Ready: 1, Pulling: 1, Failed: 1, NotReporting: 1},
 		images:   []warmv1.ImageFleetStatus{{Image: "nginx", Ready: 1, Pulling: 1, Failed: 1}},
 		failures: []warmv1.NodeFailure{{Node: "c", Image: "nginx", Reason: "NotFound", Message: "manifest unknown"}},
-		ready:    wantCond{F, ConditionReasonNodesFailed},
-		progress: wantCond{T, ConditionReasonPulling},
-		degraded: wantCond{T, ConditionReasonPullFailed},
+		ready:    iwWantCond{F, ConditionReasonNodesFailed},
+		progress: iwWantCond{T, ConditionReasonPulling},
+		degraded: iwWantCond{T, ConditionReasonPullFailed},
 	}, {
 		name:  "digests agree, or not",
-		iw:    newWarm(1, nil, "nginx", "redis", "busybox"),
-		nodes: []metav1.PartialObjectMetadata{nodeMeta("n1"), nodeMeta("n2"), nodeMeta("n3")},
+		iw:    iwNewWarm(1, nil, "nginx", "redis", "busybox"),
+		nodes: []metav1.PartialObjectMetadata{iwNodeMeta("n1"), iwNodeMeta("n2"), iwNodeMeta("n3")},
 		reports: []warmv1.NodeWarm{
-			report("n1", webAt(1), withDigest(img("nginx", warmv1.ImagePresent), digestA), withDigest(img("redis", warmv1.ImagePresent), digestA), img("busybox", warmv1.ImagePresent)),
-			report("n2", webAt(1), withDigest(img("nginx", warmv1.ImagePresent), digestA), withDigest(img("redis", warmv1.ImagePresent), digestB), withDigest(img("busybox", warmv1.ImagePulling), digestB)),
+			iwReport("n1", iwWebAt(1), iwWithDigest(iwImg("nginx", warmv1.ImagePresent), iwDigestA), iwWithDigest(iwImg("redis", warmv1.ImagePresent), iwDigestA), iwImg("busybox", warmv1.ImagePresent)),
+			iwReport("n2", iwWebAt(1), iwWithDigest(iwImg("nginx", warmv1.ImagePresent), iwDigestA), iwWithDigest(iwImg("redis", warmv1.ImagePresent), iwDigestB), iwWithDigest(iwImg("busybox", warmv1.ImagePulling), iwDigestB)),
 			// A node without a repository digest does not split the vote.
-			report("n3", webAt(1), img("nginx", warmv1.ImagePresent), withDigest(img("redis", warmv1.ImagePresent), digestA), withDigest(img("busybox", warmv1.ImagePresent), digestA)),
+			iwReport("n3", iwWebAt(1), iwImg("nginx", warmv1.ImagePresent), iwWithDigest(iwImg("redis", warmv1.ImagePresent), iwDigestA), iwWithDigest(iwImg("busybox", warmv1.ImagePresent), iwDigestA)),
 		},
 		counts:   warmv1.NodeCounts{Matching: 3, Ready: 2, Pulling: 1},
-		images:   []warmv1.ImageFleetStatus{{Image: "nginx", Digest: digestA, Ready: 3}, {Image: "redis", Ready: 3}, {Image: "busybox", Digest: digestA, Ready: 2, Pulling: 1}},
-		ready:    wantCond{F, ConditionReasonPulling},
-		progress: wantCond{T, ConditionReasonPulling},
-		degraded: wantCond{F, ConditionReasonNoFailures},
+		images:   []warmv1.ImageFleetStatus{{Image: "nginx", Digest: iwDigestA, Ready: 3}, {Image: "redis", Ready: 3}, {Image: "busybox", Digest: iwDigestA, Ready: 2, Pulling: 1}},
+		ready:    iwWantCond{F, ConditionReasonPulling},
+		progress: iwWantCond{T, ConditionReasonPulling},
+		degraded: iwWantCond{F, ConditionReasonNoFailures},
 	}, {
 		name:  "suspended",
-		iw:    suspend(newWarm(1, nil, "nginx")),
-		nodes: []metav1.PartialObjectMetadata{nodeMeta("n1"), nodeMeta("n2")},
+		iw:    iwSuspend(iwNewWarm(1, nil, "nginx")),
+		nodes: []metav1.PartialObjectMetadata{iwNodeMeta("n1"), iwNodeMeta("n2")},
 		reports: []warmv1.NodeWarm{
-			report("n1", webAt(1), img("nginx", warmv1.ImageSkipped)),
-			report("n2", webAt(1), img("nginx", warmv1.ImagePresent)),
+			iwReport("n1", iwWebAt(1), iwImg("nginx", warmv1.ImageSkipped)),
+			iwReport("n2", iwWebAt(1), iwImg("nginx", warmv1.ImagePresent)),
 		},
 		counts:   warmv1.NodeCounts{Matching: 2, Ready: 1, Pulling: 1},
-		ready:    wantCond{F, ConditionReasonSuspended},
-		progress: wantCond{F, ConditionReasonSuspended},
-		degraded: wantCond{F, ConditionReasonNoFailures},
+		ready:    iwWantCond{F, ConditionReasonSuspended},
+		progress: iwWantCond{F, ConditionReasonSuspended},
+		degraded: iwWantCond{F, ConditionReasonNoFailures},
 	}, {
 		name:     "suspended with every image present",
-		iw:       suspend(newWarm(1, nil, "nginx")),
-		nodes:    []metav1.PartialObjectMetadata{nodeMeta("n1")},
-		reports:  []warmv1.NodeWarm{report("n1", webAt(1), img("nginx", warmv1.ImagePresent))},
+		iw:       iwSuspend(iwNewWarm(1, nil, "nginx")),
+		nodes:    []metav1.PartialObjectMetadata{iwNodeMeta("n1")},
+		reports:  []warmv1.NodeWarm{iwReport("n1", iwWebAt(1), iwImg("nginx", warmv1.ImagePresent))},
 		counts:   warmv1.NodeCounts{Matching: 1, Ready: 1},
-		ready:    wantCond{T, ConditionReasonAllNodesWarm},
-		progress: wantCond{F, ConditionReasonSuspended},
-		degraded: wantCond{F, ConditionReasonNoFailures},
+		ready:    iwWantCond{T, ConditionReasonAllNodesWarm},
+		progress: iwWantCond{F, ConditionReasonSuspended},
+		degraded: iwWantCond{F, ConditionReasonNoFailures},
 	}, {
 		name: "selector expressions",
-		iw: newWarm(1, &warmv1.NodeSelector{
+		iw: iwNewWarm(1, &warmv1.NodeSelector{
 			MatchLabels: map[string]warmv1.LabelValue{"pool": "web"},
 			MatchExpressions: []warmv1.NodeSelectorRequirement{
 				{Key: "zone", Operator: metav1.LabelSelectorOpIn, Values: []string{"a", "b"}},
@@ -228,41 +228,41 @@ func TestAggregateStatus(t *testing.T) {
 			},
 		}, "nginx"),
 		nodes: []metav1.PartialObjectMetadata{
-			nodeMeta("match-a", "pool", "web", "zone", "a"),
-			nodeMeta("match-b", "pool", "web", "zone", "b"),
-			nodeMeta("zone-c", "pool", "web", "zone", "c"),
-			nodeMeta("gpu", "pool", "web", "zone", "a", "gpu", "yes"),
-			nodeMeta("no-pool", "zone", "a"),
+			iwNodeMeta("match-a", "pool", "web", "zone", "a"),
+			iwNodeMeta("match-b", "pool", "web", "zone", "b"),
+			iwNodeMeta("zone-c", "pool", "web", "zone", "c"),
+			iwNodeMeta("gpu", "pool", "web", "zone", "a", "gpu", "yes"),
+			iwNodeMeta("no-pool", "zone", "a"),
 		},
 		reports: []warmv1.NodeWarm{
-			report("match-a", webAt(1), img("nginx", warmv1.ImagePresent)),
-			report("zone-c", webAt(1), img("nginx", warmv1.ImageFailed)),
-			report("gpu", webAt(1), img("nginx", warmv1.ImageFailed)),
+			iwReport("match-a", iwWebAt(1), iwImg("nginx", warmv1.ImagePresent)),
+			iwReport("zone-c", iwWebAt(1), iwImg("nginx", warmv1.ImageFailed)),
+			iwReport("gpu", iwWebAt(1), iwImg("nginx", warmv1.ImageFailed)),
 		},
 		counts:   warmv1.NodeCounts{Matching: 2, Ready: 1, NotReporting: 1},
-		ready:    wantCond{F, ConditionReasonNotReporting},
-		progress: wantCond{T, ConditionReasonNotReporting},
-		degraded: wantCond{F, ConditionReasonNoFailures},
+		ready:    iwWantCond{F, ConditionReasonNotReporting},
+		progress: iwWantCond{T, ConditionReasonNotReporting},
+		degraded: iwWantCond{F, ConditionReasonNoFailures},
 	}, {
 		name:     "spec images that normalise alike",
-		iw:       newWarm(1, nil, "nginx", "docker.io/library/nginx:latest", "registry.example/app@"+digestA),
-		nodes:    []metav1.PartialObjectMetadata{nodeMeta("n1")},
-		reports:  []warmv1.NodeWarm{report("n1", webAt(1), img("library/nginx:latest", warmv1.ImagePresent), withDigest(img("registry.example/app@"+digestA, warmv1.ImagePresent), digestA))},
+		iw:       iwNewWarm(1, nil, "nginx", "docker.io/library/nginx:latest", "registry.example/app@"+iwDigestA),
+		nodes:    []metav1.PartialObjectMetadata{iwNodeMeta("n1")},
+		reports:  []warmv1.NodeWarm{iwReport("n1", iwWebAt(1), iwImg("library/nginx:latest", warmv1.ImagePresent), iwWithDigest(iwImg("registry.example/app@"+iwDigestA, warmv1.ImagePresent), iwDigestA))},
 		counts:   warmv1.NodeCounts{Matching: 1, Ready: 1},
-		images:   []warmv1.ImageFleetStatus{{Image: "nginx", Ready: 1}, {Image: "docker.io/library/nginx:latest", Ready: 1}, {Image: "registry.example/app@" + digestA, Digest: digestA, Ready: 1}},
-		ready:    wantCond{T, ConditionReasonAllNodesWarm},
-		progress: wantCond{F, ConditionReasonAllNodesWarm},
-		degraded: wantCond{F, ConditionReasonNoFailures},
+		images:   []warmv1.ImageFleetStatus{{Image: "nginx", Ready: 1}, {Image: "docker.io/library/nginx:latest", Ready: 1}, {Image: "registry.example/app@" + iwDigestA, Digest: iwDigestA, Ready: 1}},
+		ready:    iwWantCond{T, ConditionReasonAllNodesWarm},
+		progress: iwWantCond{F, ConditionReasonAllNodesWarm},
+		degraded: iwWantCond{F, ConditionReasonNoFailures},
 	}, {
 		name:     "long message is cut on a rune boundary",
-		iw:       newWarm(1, nil, "nginx"),
-		nodes:    []metav1.PartialObjectMetadata{nodeMeta("n1")},
-		reports:  []warmv1.NodeWarm{report("n1", webAt(1), failing("nginx", warmv1.ImageBackOff, "ErrImagePull", "x"+longMsg))},
+		iw:       iwNewWarm(1, nil, "nginx"),
+		nodes:    []metav1.PartialObjectMetadata{iwNodeMeta("n1")},
+		reports:  []warmv1.NodeWarm{iwReport("n1", iwWebAt(1), iwFailing("nginx", warmv1.ImageBackOff, "ErrImagePull", "x"+longMsg))},
 		counts:   warmv1.NodeCounts{Matching: 1, Failed: 1},
 		failures: []warmv1.NodeFailure{{Node: "n1", Image: "nginx", Reason: "ErrImagePull", Message: ("x" + longMsg)[:511]}},
-		ready:    wantCond{F, ConditionReasonNodesFailed},
-		progress: wantCond{F, ConditionReasonNodesFailed},
-		degraded: wantCond{T, ConditionReasonPullFailed},
+		ready:    iwWantCond{F, ConditionReasonNodesFailed},
+		progress: iwWantCond{F, ConditionReasonNodesFailed},
+		degraded: iwWantCond{T, ConditionReasonPullFailed},
 	}}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -286,16 +286,16 @@ func TestAggregateStatus(t *testing.T) {
 			if !slices.Equal(st.Failures, c.failures) {
 				t.Errorf("failures =\n%+v\nwant\n%+v", st.Failures, c.failures)
 			}
-			checkCondition(t, st, warmv1.ConditionReady, c.ready, c.iw.Generation)
-			checkCondition(t, st, warmv1.ConditionProgressing, c.progress, c.iw.Generation)
-			checkCondition(t, st, warmv1.ConditionDegraded, c.degraded, c.iw.Generation)
+			iwCheckCondition(t, st, warmv1.ConditionReady, c.ready, c.iw.Generation)
+			iwCheckCondition(t, st, warmv1.ConditionProgressing, c.progress, c.iw.Generation)
+			iwCheckCondition(t, st, warmv1.ConditionDegraded, c.degraded, c.iw.Generation)
 		})
 	}
 }
 
-func suspend(iw *warmv1.ImageWarm) *warmv1.ImageWarm { iw.Spec.Suspend = true; return iw }
+func iwSuspend(iw *warmv1.ImageWarm) *warmv1.ImageWarm { iw.Spec.Suspend = true; return iw }
 
-func checkCondition(t *testing.T, st warmv1.ImageWarmStatus, typ string, want wantCond, gen int64) {
+func iwCheckCondition(t *testing.T, st warmv1.ImageWarmStatus, typ string, want iwWantCond, gen int64) {
 	t.Helper()
 	c := meta.FindStatusCondition(st.Conditions, typ)
 	switch {
@@ -311,15 +311,15 @@ func checkCondition(t *testing.T, st warmv1.ImageWarmStatus, typ string, want wa
 // TestAggregateFailuresCapAndOrder checks that the same first failures, by
 // node then spec order, are reported whatever order the cache lists in.
 func TestAggregateFailuresCapAndOrder(t *testing.T) {
-	iw := newWarm(1, nil, "redis", "nginx")
+	iw := iwNewWarm(1, nil, "redis", "nginx")
 	var nodes []metav1.PartialObjectMetadata
 	var reports []warmv1.NodeWarm
 	for i := range 25 {
 		name := fmt.Sprintf("node-%02d", i)
-		nodes = append(nodes, nodeMeta(name))
-		reports = append(reports, report(name, webAt(1),
-			failing("nginx", warmv1.ImageBackOff, "NotFound", name),
-			failing("redis", warmv1.ImageFailed, "Unauthorized", name)))
+		nodes = append(nodes, iwNodeMeta(name))
+		reports = append(reports, iwReport(name, iwWebAt(1),
+			iwFailing("nginx", warmv1.ImageBackOff, "NotFound", name),
+			iwFailing("redis", warmv1.ImageFailed, "Unauthorized", name)))
 	}
 	var want []warmv1.NodeFailure
 	for i := range 5 {
@@ -352,8 +352,8 @@ func TestAggregateFailuresCapAndOrder(t *testing.T) {
 // the last fold produced changes nothing, transition times included, which
 // is what lets the controller skip the write.
 func TestAggregateIsStable(t *testing.T) {
-	iw := newWarm(1, nil, "nginx")
-	f := newFleet([]metav1.PartialObjectMetadata{nodeMeta("n1")}, []warmv1.NodeWarm{report("n1", webAt(1), img("nginx", warmv1.ImagePulling))})
+	iw := iwNewWarm(1, nil, "nginx")
+	f := newFleet([]metav1.PartialObjectMetadata{iwNodeMeta("n1")}, []warmv1.NodeWarm{iwReport("n1", iwWebAt(1), iwImg("nginx", warmv1.ImagePulling))})
 	first, err := aggregateStatus(iw, f)
 	if err != nil {
 		t.Fatal(err)
@@ -423,24 +423,24 @@ func BenchmarkAggregate1000(b *testing.B) {
 	for i := range imagesPerWarm {
 		spec = append(spec, fmt.Sprintf("registry.example:5000/team/app-%d:v1", i))
 	}
-	iw := newWarm(1, zone("a"), spec...)
+	iw := iwNewWarm(1, iwZone("a"), spec...)
 	nodes := make([]metav1.PartialObjectMetadata, nodeCount)
 	reports := make([]warmv1.NodeWarm, nodeCount)
 	states := []warmv1.ImageState{warmv1.ImagePresent, warmv1.ImagePresent, warmv1.ImagePresent, warmv1.ImagePulling, warmv1.ImageBackOff}
 	for n := range nodeCount {
 		name := fmt.Sprintf("node-%04d", n)
-		nodes[n] = nodeMeta(name, "zone", []string{"a", "b"}[n%2], "kubernetes.io/hostname", name)
+		nodes[n] = iwNodeMeta(name, "zone", []string{"a", "b"}[n%2], "kubernetes.io/hostname", name)
 		var imgs []warmv1.NodeImage
 		for i := range imagesPerNode {
 			ref := fmt.Sprintf("registry.example:5000/team/app-%d:v1", i)
-			e := withDigest(img(ref, states[(n+i)%len(states)]), digestA)
+			e := iwWithDigest(iwImg(ref, states[(n+i)%len(states)]), iwDigestA)
 			if e.State == warmv1.ImageBackOff {
 				e.Reason, e.Message = "RegistryUnavailable", "dial tcp: connection refused"
 			}
 			imgs = append(imgs, e)
 		}
 		warms := []warmv1.WarmRef{{Namespace: "a", Name: "x", Generation: 1}, {Namespace: "default", Name: "web", Generation: 1}, {Namespace: "z", Name: "y", Generation: 1}}
-		reports[n] = report(name, warms, imgs...)
+		reports[n] = iwReport(name, warms, imgs...)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -1,0 +1,436 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/test/testbed"
+)
+
+// testWriteInterval is the reconciler's MinWriteInterval in the envtest
+// suite: short, to keep the suite fast, long enough to measure.
+const testWriteInterval = 500 * time.Millisecond
+
+// TestImageWarmController runs the status controller against a real API
+// server, with NodeWarms written by hand as agents would write them.
+func TestImageWarmController(t *testing.T) {
+	cp := testbed.StartControlPlane(t)
+	startImageWarmController(t, cp)
+	e := &iwEnv{t: t, cp: cp, key: client.ObjectKey{Namespace: "default", Name: "web"}}
+
+	cp.CreateNode(t, "iw-a1", map[string]string{"zone": "a"})
+	cp.CreateNode(t, "iw-a2", map[string]string{"zone": "a"})
+	cp.CreateNode(t, "iw-b1", map[string]string{"zone": "b"})
+	iw := &warmv1.ImageWarm{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.key.Namespace, Name: e.key.Name},
+		Spec: warmv1.ImageWarmSpec{
+			Images:       []warmv1.ImageReference{"nginx:1.27", "registry.example:5000/team/app:v1"},
+			NodeSelector: iwZone("a"),
+		},
+	}
+	if err := cp.Client.Create(t.Context(), iw); err != nil {
+		t.Fatal(err)
+	}
+	nginx, app := "nginx:1.27", "registry.example:5000/team/app:v1"
+
+	t.Run("no reports", func(t *testing.T) {
+		e.waitFor(t, func(st warmv1.ImageWarmStatus) error {
+			return iwAll(
+				iwCounts(st, warmv1.NodeCounts{Matching: 2, NotReporting: 2}),
+				iwCond(st, warmv1.ConditionReady, metav1.ConditionFalse, ConditionReasonNotReporting),
+				iwCond(st, warmv1.ConditionProgressing, metav1.ConditionTrue, ConditionReasonNotReporting),
+				iwGeneration(st, 1))
+		})
+	})
+
+	t.Run("pulling", func(t *testing.T) {
+		e.putReport("iw-a1", iwWebAt(1), iwWithDigest(iwImg(nginx, warmv1.ImagePresent), iwDigestA), iwWithDigest(iwImg(app, warmv1.ImagePresent), iwDigestA))
+		e.putReport("iw-a2", iwWebAt(1), iwWithDigest(iwImg(nginx, warmv1.ImagePresent), iwDigestA), iwImg(app, warmv1.ImagePulling))
+		e.waitFor(t, func(st warmv1.ImageWarmStatus) error {
+			return iwAll(
+				iwCounts(st, warmv1.NodeCounts{Matching: 2, Ready: 1, Pulling: 1}),
+				iwCond(st, warmv1.ConditionReady, metav1.ConditionFalse, ConditionReasonPulling),
+				iwCond(st, warmv1.ConditionProgressing, metav1.ConditionTrue, ConditionReasonPulling),
+				iwImageCounts(st, 0, warmv1.ImageFleetStatus{Image: nginx, Digest: iwDigestA, Ready: 2}),
+				iwImageCounts(st, 1, warmv1.ImageFleetStatus{Image: app, Digest: iwDigestA, Ready: 1, Pulling: 1}))
+		})
+	})
+
+	t.Run("ready, and kubectl wait sees it", func(t *testing.T) {
+		wait := e.startKubectlWait(t)
+		e.putReport("iw-a2", iwWebAt(1), iwWithDigest(iwImg(nginx, warmv1.ImagePresent), iwDigestA), iwWithDigest(iwImg(app, warmv1.ImagePresent), iwDigestA))
+		e.waitFor(t, func(st warmv1.ImageWarmStatus) error {
+			return iwAll(
+				iwCounts(st, warmv1.NodeCounts{Matching: 2, Ready: 2}),
+				iwCond(st, warmv1.ConditionReady, metav1.ConditionTrue, ConditionReasonAllNodesWarm),
+				iwCond(st, warmv1.ConditionProgressing, metav1.ConditionFalse, ConditionReasonAllNodesWarm),
+				iwCond(st, warmv1.ConditionDegraded, metav1.ConditionFalse, ConditionReasonNoFailures))
+		})
+		wait()
+	})
+
+	t.Run("failure", func(t *testing.T) {
+		e.putReport("iw-a2", iwWebAt(1), iwWithDigest(iwImg(nginx, warmv1.ImagePresent), iwDigestA), iwFailing(app, warmv1.ImageBackOff, "Unauthorized", "401 Unauthorized"))
+		e.waitFor(t, func(st warmv1.ImageWarmStatus) error {
+			want := []warmv1.NodeFailure{{Node: "iw-a2", Image: app, Reason: "Unauthorized", Message: "401 Unauthorized"}}
+			if fmt.Sprint(st.Failures) != fmt.Sprint(want) {
+				return fmt.Errorf("failures %+v", st.Failures)
+			}
+			return iwAll(
+				iwCounts(st, warmv1.NodeCounts{Matching: 2, Ready: 1, Failed: 1}),
+				iwCond(st, warmv1.ConditionReady, metav1.ConditionFalse, ConditionReasonNodesFailed),
+				iwCond(st, warmv1.ConditionDegraded, metav1.ConditionTrue, ConditionReasonPullFailed),
+				iwImageCounts(st, 1, warmv1.ImageFleetStatus{Image: app, Digest: iwDigestA, Ready: 1, Failed: 1}))
+		})
+	})
+
+	t.Run("relabelled node", func(t *testing.T) {
+		e.setZone("iw-b1", "a")
+		e.waitFor(t, func(st warmv1.ImageWarmStatus) error {
+			return iwCounts(st, warmv1.NodeCounts{Matching: 3, Ready: 1, Failed: 1, NotReporting: 1})
+		})
+		e.setZone("iw-b1", "b")
+		e.waitFor(t, func(st warmv1.ImageWarmStatus) error {
+			return iwCounts(st, warmv1.NodeCounts{Matching: 2, Ready: 1, Failed: 1})
+		})
+	})
+
+	t.Run("new generation", func(t *testing.T) {
+		e.update(func(iw *warmv1.ImageWarm) { iw.Spec.Images = append(iw.Spec.Images, "busybox") })
+		e.waitFor(t, func(st warmv1.ImageWarmStatus) error {
+			return iwAll(
+				iwGeneration(st, 2),
+				iwCounts(st, warmv1.NodeCounts{Matching: 2, NotReporting: 2}),
+				iwCond(st, warmv1.ConditionReady, metav1.ConditionFalse, ConditionReasonNotReporting))
+		})
+		for _, n := range []string{"iw-a1", "iw-a2"} {
+			e.putReport(n, iwWebAt(2), iwImg(nginx, warmv1.ImagePresent), iwImg(app, warmv1.ImagePresent), iwImg("busybox", warmv1.ImagePresent))
+		}
+		e.waitFor(t, func(st warmv1.ImageWarmStatus) error {
+			return iwAll(
+				iwCounts(st, warmv1.NodeCounts{Matching: 2, Ready: 2}),
+				iwCond(st, warmv1.ConditionReady, metav1.ConditionTrue, ConditionReasonAllNodesWarm))
+		})
+	})
+
+	t.Run("no writes without a change", func(t *testing.T) {
+		before := e.get().ResourceVersion
+		unchanged := iwMetricValue(t, "warmer_imagewarm_status_writes_total", "result", statusUnchanged)
+		// A report that changes, but not for this ImageWarm, is folded
+		// again and must leave the status as it is.
+		e.putReport("iw-a1", iwWebAt(2), iwImg(nginx, warmv1.ImagePresent), iwImg(app, warmv1.ImagePresent), iwImg("busybox", warmv1.ImagePresent), iwImg("redis", warmv1.ImageFailed))
+		time.Sleep(2 * time.Second)
+		if after := e.get().ResourceVersion; after != before {
+			t.Errorf("status written without a change: resourceVersion %s -> %s", before, after)
+		}
+		if iwMetricValue(t, "warmer_imagewarm_status_writes_total", "result", statusUnchanged) <= unchanged {
+			t.Error("the report change did not cause a reconcile")
+		}
+	})
+
+	t.Run("writes are rate-limited, the last state is written", func(t *testing.T) {
+		w := e.watch(t)
+		const flips = 16
+		start := time.Now()
+		for i := range flips {
+			state := warmv1.ImagePulling
+			if i%2 == 1 {
+				state = warmv1.ImagePresent // the last flip
+			}
+			e.putReport("iw-a2", iwWebAt(2), iwImg(nginx, warmv1.ImagePresent), iwImg(app, state), iwImg("busybox", warmv1.ImagePresent))
+			time.Sleep(100 * time.Millisecond)
+		}
+		e.waitFor(t, func(st warmv1.ImageWarmStatus) error {
+			return iwCounts(st, warmv1.NodeCounts{Matching: 2, Ready: 2})
+		})
+		time.Sleep(2 * testWriteInterval)
+		writes := w.count()
+		limit := int(time.Since(start)/testWriteInterval) + 1
+		t.Logf("%d status writes for %d report changes in %v", writes, flips, time.Since(start).Round(time.Millisecond))
+		if writes > limit {
+			t.Errorf("%d status writes, more than one per %v (%d)", writes, testWriteInterval, limit)
+		}
+		if writes < 2 {
+			t.Errorf("only %d status writes for %d changes", writes, flips)
+		}
+	})
+
+	t.Run("deletion drops the metric series", func(t *testing.T) {
+		if n := iwNodeSeries(t, e.key.Name); n == 0 {
+			t.Fatal("no warmer_imagewarm_nodes series before deletion")
+		}
+		if err := cp.Client.Delete(t.Context(), e.get()); err != nil {
+			t.Fatal(err)
+		}
+		iwEventually(t, "series deleted", func() error {
+			if n := iwNodeSeries(t, e.key.Name); n != 0 {
+				return fmt.Errorf("%d series left", n)
+			}
+			return nil
+		})
+	})
+}
+
+// startImageWarmController runs a manager with only the status controller,
+// stopped at cleanup before the control plane.
+func startImageWarmController(t *testing.T, cp *testbed.ControlPlane) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{
+		Scheme:                 testbed.Scheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Logger:                 logr.Discard(),
+		// Other suites in this package register controllers too.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &ImageWarmReconciler{Client: mgr.GetClient(), MinWriteInterval: testWriteInterval}
+	if err := r.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+}
+
+// iwEnv drives one ImageWarm and the reports on it.
+type iwEnv struct {
+	t   *testing.T
+	cp  *testbed.ControlPlane
+	key client.ObjectKey
+}
+
+func (e *iwEnv) get() *warmv1.ImageWarm {
+	e.t.Helper()
+	iw := &warmv1.ImageWarm{}
+	if err := e.cp.Client.Get(context.Background(), e.key, iw); err != nil {
+		e.t.Fatal(err)
+	}
+	return iw
+}
+
+func (e *iwEnv) update(change func(*warmv1.ImageWarm)) {
+	e.t.Helper()
+	iw := e.get()
+	change(iw)
+	if err := e.cp.Client.Update(context.Background(), iw); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// putReport writes a node's NodeWarm as its agent would: created once, its
+// status replaced.
+func (e *iwEnv) putReport(node string, warms []warmv1.WarmRef, images ...warmv1.NodeImage) {
+	e.t.Helper()
+	ctx := context.Background()
+	nw := &warmv1.NodeWarm{}
+	err := e.cp.Client.Get(ctx, client.ObjectKey{Name: node}, nw)
+	if apierrors.IsNotFound(err) {
+		nw = &warmv1.NodeWarm{ObjectMeta: metav1.ObjectMeta{Name: node}}
+		err = e.cp.Client.Create(ctx, nw)
+	}
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	r := iwReport(node, warms, images...)
+	nw.Status = r.Status
+	for i := range nw.Status.Images {
+		nw.Status.Images[i].LastTransitionTime = metav1.Now()
+	}
+	if err := e.cp.Client.Status().Update(ctx, nw); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *iwEnv) setZone(node, z string) {
+	e.t.Helper()
+	n := &corev1.Node{}
+	ctx := context.Background()
+	if err := e.cp.Client.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
+		e.t.Fatal(err)
+	}
+	n.Labels["zone"] = z
+	if err := e.cp.Client.Update(ctx, n); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// waitFor polls the ImageWarm until check accepts its status.
+func (e *iwEnv) waitFor(t *testing.T, check func(warmv1.ImageWarmStatus) error) {
+	t.Helper()
+	iwEventually(t, "status", func() error {
+		iw := &warmv1.ImageWarm{}
+		if err := e.cp.Client.Get(context.Background(), e.key, iw); err != nil {
+			return err
+		}
+		return check(iw.Status)
+	})
+}
+
+// startKubectlWait starts `kubectl wait --for=condition=Ready` on the
+// ImageWarm and returns a function that fails the test unless it succeeds.
+func (e *iwEnv) startKubectlWait(t *testing.T) func() {
+	t.Helper()
+	path, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Logf("no kubectl, not checking kubectl wait: %v", err)
+		return func() {}
+	}
+	cmd := exec.Command(path, "--kubeconfig", e.cp.Kubeconfig, "wait", "--for=condition=Ready",
+		"-n", e.key.Namespace, "imagewarm/"+e.key.Name, "--timeout=30s")
+	out := make(chan error, 1)
+	var buf []byte
+	go func() {
+		var err error
+		buf, err = cmd.CombinedOutput()
+		out <- err
+	}()
+	return func() {
+		t.Helper()
+		if err := <-out; err != nil {
+			t.Errorf("kubectl wait: %v\n%s", err, buf)
+		}
+	}
+}
+
+// statusWrites counts the ImageWarm's modifications from a watch.
+type statusWrites struct{ n chan int }
+
+func (e *iwEnv) watch(t *testing.T) *statusWrites {
+	t.Helper()
+	wc, err := client.NewWithWatch(e.cp.Config, client.Options{Scheme: testbed.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := wc.Watch(t.Context(), &warmv1.ImageWarmList{}, client.InNamespace(e.key.Namespace),
+		client.MatchingFields{"metadata.name": e.key.Name}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: e.get().ResourceVersion}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw := &statusWrites{n: make(chan int, 1)}
+	sw.n <- 0
+	go func() {
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Modified {
+				sw.n <- <-sw.n + 1
+			}
+		}
+	}()
+	t.Cleanup(w.Stop)
+	return sw
+}
+
+func (w *statusWrites) count() int {
+	n := <-w.n
+	w.n <- n
+	return n
+}
+
+func iwEventually(t *testing.T, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still %v after 30s", what, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func iwAll(errs ...error) error { return errors.Join(errs...) }
+
+func iwCounts(st warmv1.ImageWarmStatus, want warmv1.NodeCounts) error {
+	if st.Nodes != want {
+		return fmt.Errorf("nodes %+v, want %+v", st.Nodes, want)
+	}
+	return nil
+}
+
+func iwGeneration(st warmv1.ImageWarmStatus, want int64) error {
+	if st.ObservedGeneration != want {
+		return fmt.Errorf("observedGeneration %d, want %d", st.ObservedGeneration, want)
+	}
+	return nil
+}
+
+func iwImageCounts(st warmv1.ImageWarmStatus, i int, want warmv1.ImageFleetStatus) error {
+	if i >= len(st.Images) || st.Images[i] != want {
+		return fmt.Errorf("images %+v, want [%d] %+v", st.Images, i, want)
+	}
+	return nil
+}
+
+func iwCond(st warmv1.ImageWarmStatus, typ string, status metav1.ConditionStatus, reason string) error {
+	c := meta.FindStatusCondition(st.Conditions, typ)
+	if c == nil || c.Status != status || c.Reason != reason || c.ObservedGeneration != st.ObservedGeneration {
+		return fmt.Errorf("%s is %+v, want %s/%s", typ, c, status, reason)
+	}
+	return nil
+}
+
+// iwNodeSeries counts the warmer_imagewarm_nodes series of ImageWarms named
+// name.
+func iwNodeSeries(t *testing.T, name string) int {
+	t.Helper()
+	n := 0
+	iwEachSeries(t, "warmer_imagewarm_nodes", "name", name, func(float64) { n++ })
+	return n
+}
+
+// iwMetricValue sums the series of a counter or gauge whose label has value.
+func iwMetricValue(t *testing.T, metric, label, value string) float64 {
+	t.Helper()
+	sum := 0.0
+	iwEachSeries(t, metric, label, value, func(v float64) { sum += v })
+	return sum
+}
+
+func iwEachSeries(t *testing.T, metric, label, value string, f func(float64)) {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fam := range families {
+		if fam.GetName() != metric {
+			continue
+		}
+		for _, m := range fam.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					f(m.GetCounter().GetValue() + m.GetGauge().GetValue())
+				}
+			}
+		}
+	}
+}
