@@ -34,7 +34,7 @@ func (a *NodeAgent) pull(ctx context.Context, node *corev1.Node, d desiredSet, p
 			continue
 		}
 		a.noteEvictionLocked(ctx, w, present)
-		if w.suspended || (present && !a.st.refreshDueLocked(key, w.refresh, now)) {
+		if w.suspended || (present && !a.st.refreshDueLocked(key, w.refresh, now) && !a.pulling(key)) {
 			continue
 		}
 		reqs = append(reqs, pullengine.Request{Image: w.image, Priority: w.priority, Timeout: w.timeout})
@@ -68,4 +68,13 @@ func (a *NodeAgent) pulledSince(key string, t time.Time) (pullengine.Status, boo
 		return pullengine.Status{}, false
 	}
 	return s, true
+}
+
+// pulling says whether a pull of the image is under way. Such a pull is
+// kept even when the image already shows as present: the runtime lists an
+// image a moment before its pull call returns, and cancelling then would
+// count a finished pull as cancelled.
+func (a *NodeAgent) pulling(key string) bool {
+	s, ok := a.Engine.Status(key)
+	return ok && s.State == pullengine.StatePulling
 }

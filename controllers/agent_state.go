@@ -32,6 +32,8 @@ type agentState struct {
 	reported *warmv1.NodeWarmStatus
 	// lastWrite is when it was written.
 	lastWrite time.Time
+	// states is each wanted image's state in the last pass.
+	states map[string]warmv1.ImageState
 	// failures counts failed pulls since an image was last present.
 	failures map[string]int32
 	// node is the Node, related to every event.

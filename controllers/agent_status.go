@@ -50,11 +50,16 @@ func (a *NodeAgent) buildStatusLocked(ctx context.Context, d desiredSet, p *pull
 		}
 	}
 	st := warmv1.NodeWarmStatus{Warms: d.warms}
+	states := make(map[string]warmv1.ImageState, len(d.images))
 	for _, key := range d.sortedKeys() {
 		img := a.imageStatusLocked(d.images[key], p, statuses, prev[key], now)
-		a.transitionEventsLocked(ctx, d.images[key], prev[key], img)
+		// Events follow the state seen in the last pass, not the last
+		// write: a deferred write must not repeat them.
+		a.transitionEventsLocked(ctx, d.images[key], a.st.states[key], img)
+		states[key] = img.State
 		st.Images = append(st.Images, img)
 	}
+	a.st.states = states
 	for _, bad := range d.invalid {
 		img := warmv1.NodeImage{Image: bad.image, State: warmv1.ImageFailed, Reason: string(pullengine.ClassInvalidImageName),
 			Message: cut(bad.err.Error()), LastTransitionTime: now, RequestedBy: []string{bad.warm.String()}}
@@ -109,8 +114,8 @@ func (a *NodeAgent) imageStatusLocked(w *wantedImage, p *pullengine.Presence, st
 
 // transitionEventsLocked raises the events that belong to a change of
 // state rather than to a pull: entering back-off.
-func (a *NodeAgent) transitionEventsLocked(ctx context.Context, w *wantedImage, prev, cur warmv1.NodeImage) {
-	if cur.State == warmv1.ImageBackOff && prev.State != warmv1.ImageBackOff {
+func (a *NodeAgent) transitionEventsLocked(ctx context.Context, w *wantedImage, prev warmv1.ImageState, cur warmv1.NodeImage) {
+	if cur.State == warmv1.ImageBackOff && prev != warmv1.ImageBackOff {
 		a.eventLocked(ctx, cur.Image, corev1.EventTypeNormal, ReasonBackOff, ActionPull, "Back-off pulling image %q", w.image)
 	}
 }

@@ -20,18 +20,20 @@ import (
 // the cache is about to catch up with whatever won.
 const conflictRetry = 200 * time.Millisecond
 
-// writeStatus writes status unless it equals iw's. The patch carries iw's
+// writeStatus writes status unless it equals iw's. The update carries iw's
 // resourceVersion, so a status computed from a stale ImageWarm is refused
-// rather than written over a newer one.
+// rather than written over a newer one. It is a whole update, not a merge
+// patch: a patch computed from the cached copy leaves out zero counts the
+// server never stored, and kubectl's columns then show them blank.
 func (r *ImageWarmReconciler) writeStatus(ctx context.Context, iw *warmv1.ImageWarm, status warmv1.ImageWarmStatus) (ctrl.Result, error) {
 	if equality.Semantic.DeepEqual(iw.Status, status) {
 		imageWarmStatusWrites.WithLabelValues(statusUnchanged).Inc()
 		return ctrl.Result{}, nil
 	}
 	key := client.ObjectKeyFromObject(iw)
-	base := iw.DeepCopy()
+	iw = iw.DeepCopy()
 	iw.Status = status
-	err := r.Client.Status().Patch(ctx, iw, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	err := r.Client.Status().Update(ctx, iw)
 	switch {
 	case apierrors.IsConflict(err):
 		imageWarmStatusWrites.WithLabelValues(statusConflict).Inc()
