@@ -1,7 +1,8 @@
 // Command sandbox runs warmer's local sandbox (make demo): a real
-// kube-apiserver, a registry standing in for docker.io, and one containerd
-// per simulated node with a Node object each; it then applies
-// config/samples and keeps everything up until interrupted.
+// kube-apiserver, a registry standing in for docker.io, one containerd per
+// simulated node with a Node object and a warmer agent each, and the warmer
+// controller; it then applies config/samples, waits for them to be Ready
+// and keeps everything up until interrupted.
 //
 // The registry serves generated images under the samples' names (nginx,
 // redis, busybox): they are random data, not the real images, and nothing
@@ -53,6 +54,7 @@ func run(sb *sandbox, nodes int) {
 		reg.PushRandom(sb, repoTag, testbed.ImageOptions{LayerSize: size})
 	}
 	sb.Logf("registry %s stands in for docker.io", reg.Host)
+	bin := testbed.BuildWarmer(sb)
 	var sockets []string
 	for i := 1; i <= nodes; i++ {
 		name := fmt.Sprintf("node-%d", i)
@@ -62,14 +64,26 @@ func run(sb *sandbox, nodes int) {
 		}
 		ctd := testbed.StartContainerd(sb, name, testbed.WithMirror("docker.io", reg.Host))
 		cp.CreateNode(sb, name, map[string]string{"pool": pool})
-		sockets = append(sockets, fmt.Sprintf("%s (pool=%s): %s", name, pool, ctd.Endpoint))
+		agent := testbed.StartProcess(sb, "agent "+name, bin, "agent", "--kubeconfig", cp.Kubeconfig, "--node-name", name,
+			"--container-runtime-endpoint", ctd.Endpoint, "--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", 18080+i),
+			"--health-probe-bind-address", "0")
+		sockets = append(sockets, fmt.Sprintf("%s (pool=%s): CRI %s, agent metrics http://127.0.0.1:%d/metrics, agent log %s",
+			name, pool, ctd.Endpoint, 18080+i, agent.LogPath()))
 	}
+	controller := testbed.StartProcess(sb, "controller", bin, "controller", "--kubeconfig", cp.Kubeconfig,
+		"--leader-election-namespace", "default", "--metrics-bind-address", "127.0.0.1:18080", "--health-probe-bind-address", "0")
 	kubectl(sb, cp.Kubeconfig, "apply", "-k", filepath.Join(root, "config", "samples"))
+	sb.Logf("waiting for the samples to be Ready")
+	kubectl(sb, cp.Kubeconfig, "wait", "--for=condition=Ready", "imagewarm", "--all", "-n", "default", "--timeout=180s")
+	kubectl(sb, cp.Kubeconfig, "get", "imagewarms", "-A", "-o", "wide")
+	kubectl(sb, cp.Kubeconfig, "get", "nodewarms")
 	fmt.Printf(`
 warmer sandbox is up.
 
   export KUBECONFIG=%s
-  kubectl get imagewarms -A        # the samples from config/samples
+  kubectl get imagewarms -A -w     # the samples from config/samples, Ready
+  kubectl describe imagewarm web   # events from the agents
+  kubectl get nodewarms            # each node agent's report
   kubectl get nodes --show-labels
   kubectl explain imagewarm.spec
 
@@ -78,7 +92,7 @@ Container runtimes (CRI endpoints), one per simulated node:
 	for _, s := range sockets {
 		fmt.Println("  " + s)
 	}
-	fmt.Println("\nThe agent and controller are not part of the sandbox yet, so the ImageWarms' status stays empty.")
+	fmt.Println("\nController log:", controller.LogPath())
 	fmt.Println("Stop with Ctrl-C (or kill", os.Getpid(), "); everything started here is removed.")
 }
 

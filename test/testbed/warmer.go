@@ -41,6 +41,9 @@ func (p *Process) Exited() bool { return p.p.exited() }
 // Log returns the last lines of the process's output.
 func (p *Process) Log(lines int) string { return p.p.tail(lines) }
 
+// LogPath is the file the process's output goes to.
+func (p *Process) LogPath() string { return p.p.log }
+
 // Pid is the process id.
 func (p *Process) Pid() int { return p.p.cmd.Process.Pid }
 
