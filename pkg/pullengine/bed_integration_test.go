@@ -188,6 +188,7 @@ type engine struct {
 	ctx     context.Context
 	results chan pullengine.Result
 	started atomic.Bool
+	cancel  context.CancelFunc
 	done    chan struct{}
 }
 
@@ -208,20 +209,24 @@ func newEngine(tb testing.TB, svc pullengine.ImageService, opts pullengine.Optio
 		},
 	}
 	e.Engine = pullengine.New(svc, opts)
-	ctx, cancel := context.WithCancel(quiet())
-	e.ctx = ctx
-	tb.Cleanup(func() {
-		cancel()
-		if !e.started.Load() {
-			return
-		}
-		select {
-		case <-e.done:
-		case <-time.After(waitLimit):
-			tb.Errorf("engine did not stop")
-		}
-	})
+	e.ctx, e.cancel = context.WithCancel(quiet())
+	tb.Cleanup(func() { e.stop(tb) })
 	return e
+}
+
+// stop stops the engine and waits until its pulls have ended. It may be
+// called more than once.
+func (e *engine) stop(tb testing.TB) {
+	tb.Helper()
+	e.cancel()
+	if !e.started.Load() {
+		return
+	}
+	select {
+	case <-e.done:
+	case <-time.After(waitLimit):
+		tb.Errorf("engine did not stop")
+	}
 }
 
 // start runs the engine until the test ends.
