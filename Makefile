@@ -13,6 +13,8 @@ GOLANGCI_LINT := $(WARMER_CACHE)/bin/golangci-lint-$(GOLANGCI_LINT_VERSION)
 CONTROLLER_GEN := go tool controller-gen
 
 GO_TEST_FLAGS ?= -race -count=1 -timeout=30m
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X main.version=$(VERSION)
 FUZZTIME ?= 5s
 
 ##@ General
@@ -58,8 +60,9 @@ $(GOLANGCI_LINT):
 	mv $(WARMER_CACHE)/bin/lint-$(GOLANGCI_LINT_VERSION)/golangci-lint $@
 
 .PHONY: build
-build: ## Compile every package.
+build: ## Build bin/warmer (static, version stamped) and compile every package.
 	go build ./...
+	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/warmer ./cmd/warmer
 
 ##@ Testing
 
@@ -74,6 +77,10 @@ ASSETS = $$(hack/install-envtest-assets.sh 2>/dev/null)
 .PHONY: test
 test: testbed ## Run every test: unit, API validation on a real kube-apiserver, the test bed on real containerd and registries.
 	assets="$(ASSETS)"; KUBEBUILDER_ASSETS="$$assets" PATH="$$PATH:$$assets" go test $(GO_TEST_FLAGS) ./...
+
+.PHONY: e2e
+e2e: testbed ## Run only the end-to-end test: the controller and three agents on real containerd.
+	assets="$(ASSETS)"; KUBEBUILDER_ASSETS="$$assets" PATH="$$PATH:$$assets" go test $(GO_TEST_FLAGS) -v ./test/e2e
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for FUZZTIME (default 5s).
