@@ -1,0 +1,50 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// TestUsage checks that bad usage exits 2 with one line naming the problem,
+// and that help and version exit 0.
+func TestUsage(t *testing.T) {
+	cases := []struct {
+		args []string
+		code int
+		want string // in stderr for failures, stdout otherwise
+	}{
+		{nil, 2, "Usage:"},
+		{[]string{"bogus"}, 2, `unknown command "bogus"`},
+		{[]string{"version"}, 0, "warmer "},
+		{[]string{"agent", "--help"}, 0, "-max-parallel-image-pulls"},
+		{[]string{"controller", "--help"}, 0, "-leader-elect"},
+		{[]string{"agent", "--bogus"}, 2, "flag provided but not defined: -bogus"},
+		{[]string{"agent"}, 2, "--node-name is required"},
+		{[]string{"agent", "--node-name=n", "--max-parallel-image-pulls=0"}, 2, "--max-parallel-image-pulls must be at least 1"},
+		{[]string{"agent", "--node-name=n", "--registry-qps=-1"}, 2, "--registry-qps must not be negative"},
+		{[]string{"agent", "--node-name=n", "--image-fs-threshold-percent=101"}, 2, "--image-fs-threshold-percent must be between 1 and 100"},
+		{[]string{"agent", "--node-name=n", "--resync-period=0s"}, 2, "--resync-period must be positive"},
+		{[]string{"agent", "--node-name=n", "--image-pull-backoff-max=1s"}, 2, "is shorter than --image-pull-backoff-initial"},
+		{[]string{"agent", "--node-name=n", "extra"}, 2, `unexpected argument "extra"`},
+		{[]string{"controller", "--min-status-interval=0s"}, 2, "--min-status-interval must be positive"},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			if code := run(c.args, &out, &errOut); code != c.code {
+				t.Fatalf("exit %d, want %d; stderr: %s", code, c.code, errOut.String())
+			}
+			got := out.String()
+			if c.code != 0 {
+				got = errOut.String()
+				if c.args != nil && strings.Count(strings.TrimSpace(got), "\n") > 0 && c.args[0] != "bogus" {
+					t.Errorf("want one line, got:\n%s", got)
+				}
+			}
+			if !strings.Contains(got, c.want) {
+				t.Errorf("output lacks %q:\n%s", c.want, got)
+			}
+		})
+	}
+}
