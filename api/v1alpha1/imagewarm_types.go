@@ -243,7 +243,3 @@ type ImageWarmList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []ImageWarm `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&ImageWarm{}, &ImageWarmList{})
-}

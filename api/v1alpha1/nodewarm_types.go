@@ -194,7 +194,3 @@ type NodeWarmList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []NodeWarm `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&NodeWarm{}, &NodeWarmList{})
-}

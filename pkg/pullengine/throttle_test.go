@@ -26,8 +26,11 @@ func TestThrottle(t *testing.T) {
 	}
 	pull(context.Background(), "a")
 	pull(context.Background(), "b")
-	<-done
-	<-done // the burst goes through at once
+	for range 2 { // the burst goes through at once
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
 	pull(context.Background(), "c")
 	ctx, cancel := context.WithCancel(context.Background())
 	pull(ctx, "d")

@@ -110,7 +110,11 @@ func waitFor(ctx context.Context, p *process, what string, check func(context.Co
 			return nil
 		}
 		if p.exited() {
-			return fmt.Errorf("%s exited before %s (%v); log:\n%s", p.name, what, p.err, p.tail(30))
+			exit := p.err
+			if exit == nil {
+				exit = errors.New("exit status 0")
+			}
+			return fmt.Errorf("%s exited before %s (%w); log:\n%s", p.name, what, exit, p.tail(30))
 		}
 		select {
 		case <-ctx.Done():

@@ -68,7 +68,7 @@ func BuildWarmer(t TB) string {
 		cmd := exec.Command("go", "build", "-o", buildPath, "./cmd/warmer")
 		cmd.Dir = RepoRoot(t)
 		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("building cmd/warmer: %v\n%s", err, out)
+			buildErr = fmt.Errorf("building cmd/warmer: %w\n%s", err, out)
 		}
 	})
 	if buildErr != nil {
