@@ -82,6 +82,14 @@ test: testbed ## Run every test: unit, API validation on a real kube-apiserver, 
 e2e: testbed ## Run only the end-to-end test: the controller and three agents on real containerd.
 	assets="$(ASSETS)"; KUBEBUILDER_ASSETS="$$assets" PATH="$$PATH:$$assets" go test $(GO_TEST_FLAGS) -v ./test/e2e
 
+BENCH_ROUNDS ?= 5
+
+.PHONY: bench
+bench: testbed ## Benchmarks: engine vs direct CRI pulls on real containerd (BENCH_ROUNDS rounds), and the hot paths with allocations.
+	assets="$(ASSETS)"; KUBEBUILDER_ASSETS="$$assets" PATH="$$PATH:$$assets" \
+		go test -run '^$$' -bench 'BenchmarkWarm' -benchtime $(BENCH_ROUNDS)x ./pkg/pullengine
+	go test -run '^$$' -bench 'BenchmarkPresence2000|BenchmarkAggregate1000' -benchmem ./pkg/pullengine ./controllers
+
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for FUZZTIME (default 5s).
 	@for pkg in $$(go list ./...); do \
