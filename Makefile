@@ -88,7 +88,7 @@ BENCH_ROUNDS ?= 5
 bench: testbed ## Benchmarks: engine vs direct CRI pulls on real containerd (BENCH_ROUNDS rounds), and the hot paths with allocations.
 	assets="$(ASSETS)"; KUBEBUILDER_ASSETS="$$assets" PATH="$$PATH:$$assets" \
 		go test -run '^$$' -bench 'BenchmarkWarm' -benchtime $(BENCH_ROUNDS)x ./pkg/pullengine
-	go test -run '^$$' -bench 'BenchmarkPresence2000|BenchmarkAggregate1000' -benchmem ./pkg/pullengine ./controllers
+	go test -run '^$$' -bench 'BenchmarkPresence2000|BenchmarkAggregate1000|BenchmarkDesired1000' -benchmem ./pkg/pullengine ./controllers
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for FUZZTIME (default 5s).

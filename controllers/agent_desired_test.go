@@ -1,0 +1,88 @@
+package controllers
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+)
+
+func warm(ns, name string, sel map[string]warmv1.LabelValue, images ...string) warmv1.ImageWarm {
+	iw := warmv1.ImageWarm{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Generation: 1}}
+	for _, img := range images {
+		iw.Spec.Images = append(iw.Spec.Images, warmv1.ImageReference(img))
+	}
+	if sel != nil {
+		iw.Spec.NodeSelector = &warmv1.NodeSelector{MatchLabels: sel}
+	}
+	return iw
+}
+
+// TestDesiredImages checks how the ImageWarms matching a node merge into
+// the set of images it must hold.
+func TestDesiredImages(t *testing.T) {
+	node := map[string]string{"pool": "web", "zone": "a"}
+	suspended := warm("b", "paused", nil, "redis:7")
+	suspended.Spec.Suspend = true
+	always := warm("a", "always", nil, "nginx:1.27")
+	always.Spec.PullPolicy = warmv1.PullAlways
+	always.Spec.RefreshInterval = &metav1.Duration{Duration: 10 * time.Minute}
+	always.Spec.Priority = 50
+	always.Spec.ImagePullSecrets = []warmv1.SecretReference{{Name: "regcred"}}
+	deleting := warm("a", "deleting", nil, "busybox:1.36")
+	deleting.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	warms := []warmv1.ImageWarm{
+		warm("a", "web", map[string]warmv1.LabelValue{"pool": "web"}, "nginx:1.27", "docker.io/library/nginx:1.27", "redis:7"),
+		warm("a", "batch", map[string]warmv1.LabelValue{"pool": "batch"}, "postgres:16"),
+		suspended, always, deleting,
+	}
+	d, bad := desiredImages(node, warms)
+	if len(bad) != 0 {
+		t.Fatalf("bad selectors: %v", bad)
+	}
+	if got := d.sortedKeys(); fmt.Sprint(got) != "[docker.io/library/nginx:1.27 docker.io/library/redis:7]" {
+		t.Fatalf("desired %v", got)
+	}
+	nginx, redis := d.images["docker.io/library/nginx:1.27"], d.images["docker.io/library/redis:7"]
+	if nginx.priority != 50 || nginx.refresh != 10*time.Minute || len(nginx.secrets) != 1 || nginx.suspended {
+		t.Errorf("nginx merged wrongly: %+v", nginx)
+	}
+	if len(nginx.warms) != 2 || nginx.warms[0].Name != "always" || nginx.warms[1].Name != "web" {
+		t.Errorf("nginx wanted by %v, want a/always and a/web once each", nginx.warms)
+	}
+	if redis.suspended || len(redis.warms) != 2 {
+		t.Errorf("redis is wanted by an active ImageWarm too: %+v", redis)
+	}
+	if len(d.warms) != 3 { // always, paused, web; not batch (selector), not deleting
+		t.Errorf("warms %v", d.warms)
+	}
+}
+
+// BenchmarkDesired1000 measures the desired set of a node over 1,000
+// ImageWarms of 10 images each, half of them matching.
+func BenchmarkDesired1000(b *testing.B) {
+	warms := make([]warmv1.ImageWarm, 1000)
+	for i := range warms {
+		pool := warmv1.LabelValue("web")
+		if i%2 == 1 {
+			pool = "batch"
+		}
+		var imgs []string
+		for j := range 10 {
+			imgs = append(imgs, fmt.Sprintf("registry.example:5000/team-%d/app-%d:v%d", i%50, j, i%7))
+		}
+		warms[i] = warm("ns", fmt.Sprintf("w%d", i), map[string]warmv1.LabelValue{"pool": pool}, imgs...)
+	}
+	node := map[string]string{"pool": "web"}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		d, _ := desiredImages(node, warms)
+		if len(d.images) == 0 {
+			b.Fatal("nothing desired")
+		}
+	}
+}
