@@ -23,12 +23,9 @@ import (
 	"github.com/warmer-dev/warmer/pkg/pullengine"
 )
 
-// +kubebuilder:rbac:groups=warmer.dev,resources=imagewarms,verbs=get;list;watch
-// +kubebuilder:rbac:groups=warmer.dev,resources=nodewarms,verbs=get;create
-// +kubebuilder:rbac:groups=warmer.dev,resources=nodewarms/status,verbs=update;patch
-// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// The agent's RBAC is written by hand in config/rbac/agent_role.yaml: the
+// agent and the status controller share this package, and controller-gen
+// would merge their markers into one role.
 
 // Engine is what the agent needs of the pull engine.
 type Engine interface {

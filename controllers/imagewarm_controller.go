@@ -38,10 +38,8 @@ type ImageWarmReconciler struct {
 	limiter *writeLimiter
 }
 
-// +kubebuilder:rbac:groups=warmer.dev,resources=imagewarms,verbs=get;list;watch
-// +kubebuilder:rbac:groups=warmer.dev,resources=imagewarms/status,verbs=update;patch
-// +kubebuilder:rbac:groups=warmer.dev,resources=nodewarms,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// The controller's RBAC is written by hand in
+// config/rbac/controller_role.yaml (see config/rbac/kustomization.yaml).
 
 // SetupWithManager registers the reconciler. Nodes are watched and cached as
 // metadata only: their labels are all it reads, and full Nodes (status,

@@ -1,0 +1,139 @@
+package deploy
+
+import (
+	"context"
+	"testing"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/test/testbed"
+)
+
+// TestAgentPermissions makes the agent's requests, and requests it must not
+// make, as its service account on node-a: RBAC allows the first and
+// refuses the second; the admission policy limits its NodeWarm writes to
+// node-a's. Impersonation carries the node name in the user's extra, as a
+// Pod-bound token does, so the policy sees what it would see in a cluster.
+func TestAgentPermissions(t *testing.T) {
+	cp := testbed.StartControlPlane(t)
+	install(t, cp)
+	createFixture(t, cp)
+	agent := clientAs(t, cp, agentImpersonation(ownNode))
+	inTeam := client.InNamespace(teamNamespace)
+	warmKey := types.NamespacedName{Namespace: teamNamespace, Name: warmName}
+
+	runChecks(t, agent, []check{
+		{name: "list ImageWarms", want: allowed, do: func(ctx context.Context, c client.WithWatch) error { return c.List(ctx, &warmv1.ImageWarmList{}) }},
+		{name: "watch ImageWarms", want: allowed, do: func(ctx context.Context, c client.WithWatch) error { return watchOnce(ctx, c, &warmv1.ImageWarmList{}) }},
+		{name: "update an ImageWarm's spec", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error { return updateWarmSpec(ctx, c) }},
+		{name: "update an ImageWarm's status", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error { return updateWarmStatus(ctx, c) }},
+		{name: "delete an ImageWarm", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error {
+			return c.Delete(ctx, &warmv1.ImageWarm{ObjectMeta: metav1.ObjectMeta{Namespace: warmKey.Namespace, Name: warmKey.Name}})
+		}},
+		{name: "watch its own Node by name", want: allowed, do: func(ctx context.Context, c client.WithWatch) error {
+			return watchOnce(ctx, c, &corev1.NodeList{}, client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("metadata.name", ownNode)})
+		}},
+		{name: "update a Node", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error {
+			var n corev1.Node
+			if err := c.Get(ctx, types.NamespacedName{Name: ownNode}, &n); err != nil {
+				return err
+			}
+			n.Labels["warmer.dev/touched"] = "yes"
+			return c.Update(ctx, &n)
+		}},
+		{name: "get a pull secret", want: allowed, do: func(ctx context.Context, c client.WithWatch) error {
+			return c.Get(ctx, types.NamespacedName{Namespace: teamNamespace, Name: pullSecret}, &corev1.Secret{})
+		}},
+		{name: "get a missing secret", want: allowed, do: func(ctx context.Context, c client.WithWatch) error {
+			return c.Get(ctx, types.NamespacedName{Namespace: teamNamespace, Name: "missing"}, &corev1.Secret{})
+		}},
+		{name: "list secrets", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error { return c.List(ctx, &corev1.SecretList{}) }},
+		{name: "list secrets of a namespace", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error { return c.List(ctx, &corev1.SecretList{}, inTeam) }},
+		{name: "watch secrets", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error { return watchOnce(ctx, c, &corev1.SecretList{}) }},
+		{name: "list pods", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error { return c.List(ctx, &corev1.PodList{}) }},
+		{name: "record an events.k8s.io event", want: allowed, do: func(ctx context.Context, c client.WithWatch) error { return c.Create(ctx, newEvent(teamNamespace)) }},
+		{name: "record a core v1 event", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error { return c.Create(ctx, newCoreEvent(teamNamespace)) }},
+		{name: "get its NodeWarm before it exists", want: allowed, do: func(ctx context.Context, c client.WithWatch) error {
+			return c.Get(ctx, types.NamespacedName{Name: ownNode}, &warmv1.NodeWarm{})
+		}},
+		{name: "create its own NodeWarm", want: allowed, do: createNodeWarm(ownNode)},
+		{name: "update its own NodeWarm's status", want: allowed, do: updateNodeWarm(cp.Client, ownNode, true)},
+		{name: "patch its own NodeWarm's status", want: allowed, do: patchNodeWarmStatus(ownNode)},
+		{name: "update its own NodeWarm", want: forbiddenByRBAC, do: updateNodeWarm(cp.Client, ownNode, false)},
+		{name: "delete its own NodeWarm", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error {
+			return c.Delete(ctx, &warmv1.NodeWarm{ObjectMeta: metav1.ObjectMeta{Name: ownNode}})
+		}},
+		{name: "list NodeWarms", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error { return c.List(ctx, &warmv1.NodeWarmList{}) }},
+		{name: "create another node's NodeWarm", want: deniedByPolicy, do: createNodeWarm("node-c"),
+			msg: "the agent on node node-a may write only NodeWarm node-a, not node-c"},
+		{name: "update another node's NodeWarm's status", want: deniedByPolicy, do: updateNodeWarm(cp.Client, otherNode, true)},
+		{name: "patch another node's NodeWarm's status", want: deniedByPolicy, do: patchNodeWarmStatus(otherNode)},
+		{name: "update another node's NodeWarm", want: forbiddenByRBAC, do: updateNodeWarm(cp.Client, otherNode, false)},
+	})
+
+	// A token that is not bound to a Pod on a node carries no node name:
+	// the policy refuses every NodeWarm write rather than guess.
+	t.Run("without a node name", func(t *testing.T) {
+		runChecks(t, clientAs(t, cp, agentImpersonation("")), []check{
+			{name: "create a NodeWarm", want: deniedByPolicy, do: createNodeWarm("node-d"), msg: "carries no node name"},
+			{name: "update its NodeWarm's status", want: deniedByPolicy, do: updateNodeWarm(cp.Client, ownNode, true), msg: "carries no node name"},
+		})
+	})
+}
+
+// TestControllerPermissions makes the status controller's requests, and
+// some it must not make, as its service account.
+func TestControllerPermissions(t *testing.T) {
+	cp := testbed.StartControlPlane(t)
+	install(t, cp)
+	createFixture(t, cp)
+	ctrl := clientAs(t, cp, controllerImpersonation())
+	inSystem := func(name string) types.NamespacedName {
+		return types.NamespacedName{Namespace: systemNamespace, Name: name}
+	}
+
+	runChecks(t, ctrl, []check{
+		{name: "list ImageWarms", want: allowed, do: func(ctx context.Context, c client.WithWatch) error { return c.List(ctx, &warmv1.ImageWarmList{}) }},
+		{name: "watch ImageWarms", want: allowed, do: func(ctx context.Context, c client.WithWatch) error { return watchOnce(ctx, c, &warmv1.ImageWarmList{}) }},
+		{name: "update an ImageWarm's status", want: allowed, do: func(ctx context.Context, c client.WithWatch) error { return updateWarmStatus(ctx, c) }},
+		{name: "update an ImageWarm's spec", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error { return updateWarmSpec(ctx, c) }},
+		{name: "watch NodeWarms", want: allowed, do: func(ctx context.Context, c client.WithWatch) error { return watchOnce(ctx, c, &warmv1.NodeWarmList{}) }},
+		{name: "create a NodeWarm", want: forbiddenByRBAC, do: createNodeWarm(ownNode)},
+		{name: "update a NodeWarm's status", want: forbiddenByRBAC, do: updateNodeWarm(cp.Client, otherNode, true)},
+		{name: "watch Nodes' metadata", want: allowed, do: func(ctx context.Context, c client.WithWatch) error {
+			list := &metav1.PartialObjectMetadataList{}
+			list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
+			return watchOnce(ctx, c, list)
+		}},
+		{name: "get a secret", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error {
+			return c.Get(ctx, types.NamespacedName{Namespace: teamNamespace, Name: pullSecret}, &corev1.Secret{})
+		}},
+		{name: "create its Lease", want: allowed, do: func(ctx context.Context, c client.WithWatch) error {
+			return c.Create(ctx, newLease(systemNamespace, leaseName))
+		}},
+		{name: "renew its Lease", want: allowed, do: func(ctx context.Context, c client.WithWatch) error {
+			var l coordinationv1.Lease
+			if err := c.Get(ctx, inSystem(leaseName), &l); err != nil {
+				return err
+			}
+			l.Spec.LeaseDurationSeconds = new(int32(15))
+			return c.Update(ctx, &l)
+		}},
+		{name: "get another Lease", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error {
+			return c.Get(ctx, inSystem("kube-scheduler"), &coordinationv1.Lease{})
+		}},
+		{name: "create a Lease in another namespace", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error {
+			return c.Create(ctx, newLease(teamNamespace, leaseName))
+		}},
+		{name: "record a leader election event", want: allowed, do: func(ctx context.Context, c client.WithWatch) error {
+			return c.Create(ctx, newCoreEvent(systemNamespace))
+		}},
+		{name: "record an event in another namespace", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error { return c.Create(ctx, newEvent(teamNamespace)) }},
+	})
+}
