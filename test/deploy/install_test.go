@@ -12,14 +12,11 @@ import (
 	"github.com/warmer-dev/warmer/test/testbed"
 )
 
-// install applies the RBAC and the admission policy of config/, and waits
-// until the policy is enforced.
+// install applies config/default, as `make deploy` does, and waits until
+// the NodeWarm policy is enforced.
 func install(t *testing.T, cp *testbed.ControlPlane) {
 	t.Helper()
-	mustKubectl(t, cp, "create", "namespace", systemNamespace)
-	for _, dir := range []string{"rbac", "policy"} {
-		mustKubectl(t, cp, "apply", "-k", configDir(t, dir))
-	}
+	mustKubectl(t, cp, "apply", "-k", configDir(t, "default"))
 	waitForPolicy(t, cp)
 }
 

@@ -1,0 +1,126 @@
+package deploy
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/warmer-dev/warmer/test/testbed"
+)
+
+// defaultObjects is what config/default installs. A manifest added to or
+// dropped from config/ must show here.
+var defaultObjects = []string{
+	"ClusterRole/warmer-agent",
+	"ClusterRole/warmer-controller",
+	"ClusterRoleBinding/warmer-agent",
+	"ClusterRoleBinding/warmer-controller",
+	"CustomResourceDefinition/imagewarms.warmer.dev",
+	"CustomResourceDefinition/nodewarms.warmer.dev",
+	"DaemonSet/warmer-agent",
+	"Deployment/warmer-controller",
+	"Namespace/warmer-system",
+	"Role/warmer-controller-leader-election",
+	"RoleBinding/warmer-controller-leader-election",
+	"Service/warmer-agent-metrics",
+	"Service/warmer-controller-metrics",
+	"ServiceAccount/warmer-agent",
+	"ServiceAccount/warmer-controller",
+	"ValidatingAdmissionPolicy/warmer-agent-own-nodewarm",
+	"ValidatingAdmissionPolicyBinding/warmer-agent-own-nodewarm",
+}
+
+// TestApply installs config/default with kubectl apply -k, as `make
+// deploy` does, on a control plane that already has the CRDs (as after an
+// earlier install), checks that every object is there, that applying
+// again changes nothing (an upgrade to the same version), and that
+// `kubectl delete -k` removes it. No kubelet runs, so the workloads get no
+// Pods: their objects are what is checked.
+func TestApply(t *testing.T) {
+	objs := render(t, "default")
+	got := ids(objs)
+	slices.Sort(got)
+	if !slices.Equal(got, defaultObjects) {
+		t.Fatalf("config/default renders\n  %v\nwant\n  %v", got, defaultObjects)
+	}
+	cp := testbed.StartControlPlane(t)
+
+	out := mustKubectl(t, cp, "apply", "-k", configDir(t, "default"))
+	// The API server warns, without refusing, when a workload's Pods
+	// would be refused by the namespace's Pod Security level.
+	if strings.Contains(out, "PodSecurity") {
+		t.Errorf("apply warns about Pod Security:\n%s", out)
+	}
+	for _, o := range objs {
+		if err := get(cp, o); err != nil {
+			t.Errorf("%s/%s after apply: %v", o.GetKind(), o.GetName(), err)
+		}
+	}
+
+	out = mustKubectl(t, cp, "apply", "-k", configDir(t, "default"))
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if !strings.HasSuffix(line, " unchanged") {
+			t.Errorf("applying again changed something: %s", line)
+		}
+	}
+
+	// No namespace controller runs here, so the namespace stays
+	// Terminating; everything cluster-scoped must go.
+	mustKubectl(t, cp, "delete", "-k", configDir(t, "default"), "--ignore-not-found", "--wait=false")
+	waitGone(t, cp, objs)
+}
+
+// TestPrometheusOverlay checks that config/prometheus is config/default
+// plus a PodMonitor for each role. It is not applied: that needs the
+// Prometheus Operator's CRDs.
+func TestPrometheusOverlay(t *testing.T) {
+	got := ids(render(t, "prometheus"))
+	slices.Sort(got)
+	want := append(slices.Clone(defaultObjects), "PodMonitor/warmer-agent", "PodMonitor/warmer-controller")
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("config/prometheus renders\n  %v\nwant\n  %v", got, want)
+	}
+}
+
+// get reads o's live copy, in its namespace only if its kind has one.
+func get(cp *testbed.ControlPlane, o *unstructured.Unstructured) error {
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(o.GroupVersionKind())
+	key := client.ObjectKey{Name: o.GetName()}
+	m, err := cp.Client.RESTMapper().RESTMapping(o.GroupVersionKind().GroupKind(), o.GroupVersionKind().Version)
+	if err != nil {
+		return err
+	}
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		key.Namespace = o.GetNamespace()
+	}
+	return cp.Client.Get(context.Background(), key, live)
+}
+
+// waitGone waits until the cluster-scoped objects of objs are deleted.
+func waitGone(t *testing.T, cp *testbed.ControlPlane, objs []*unstructured.Unstructured) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for _, o := range objs {
+		if o.GetNamespace() != "" || o.GetKind() == "Namespace" {
+			continue
+		}
+		for {
+			err := get(cp, o)
+			if client.IgnoreNotFound(err) == nil && err != nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s/%s still there 30s after kubectl delete: %v", o.GetKind(), o.GetName(), err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+}
