@@ -103,3 +103,34 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 5s).
 .PHONY: demo
 demo: testbed ## Bring up the local sandbox (kube-apiserver, a registry, two containerd nodes) and apply config/samples.
 	assets="$(ASSETS)"; KUBEBUILDER_ASSETS="$$assets" PATH="$$PATH:$$assets" go run ./test/sandbox $(DEMO_FLAGS)
+
+##@ Deployment
+
+# The image docker-build makes and docker-push pushes. config/default runs
+# ghcr.io/warmer-dev/warmer:latest; an overlay's `images:` picks another.
+IMG ?= ghcr.io/warmer-dev/warmer:$(VERSION)
+
+# need-docker stops a recipe with one line when there is no docker command
+# or no engine answering it, rather than with docker's own error halfway.
+define need-docker
+@command -v docker >/dev/null || { echo "$@: no docker command on PATH; install Docker, or build the Dockerfile with another OCI builder" >&2; exit 1; }
+@docker info >/dev/null 2>&1 || { echo "$@: no Docker engine answers (is the daemon running? is DOCKER_HOST right?)" >&2; exit 1; }
+endef
+
+.PHONY: docker-build
+docker-build: ## Build the image IMG from the Dockerfile (needs docker).
+	$(need-docker)
+	docker build --build-arg VERSION=$(VERSION) -t $(IMG) .
+
+.PHONY: docker-push
+docker-push: ## Push the image IMG (needs docker, logged in to the registry).
+	$(need-docker)
+	docker push $(IMG)
+
+.PHONY: deploy
+deploy: ## Install or upgrade warmer in the current kubectl context (kubectl apply -k config/default).
+	kubectl apply -k config/default
+
+.PHONY: undeploy
+undeploy: ## Remove warmer, its CRDs and so every ImageWarm, from the current kubectl context.
+	kubectl delete -k config/default --ignore-not-found
