@@ -58,6 +58,13 @@ func TestAgentPermissions(t *testing.T) {
 		{name: "watch secrets", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error { return watchOnce(ctx, c, &corev1.SecretList{}) }},
 		{name: "list pods", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error { return c.List(ctx, &corev1.PodList{}) }},
 		{name: "record an events.k8s.io event", want: allowed, do: func(ctx context.Context, c client.WithWatch) error { return c.Create(ctx, newEvent(teamNamespace)) }},
+		{name: "continue an event series", want: allowed, do: func(ctx context.Context, c client.WithWatch) error {
+			ev := newEvent(teamNamespace)
+			if err := c.Create(ctx, ev); err != nil {
+				return err
+			}
+			return c.Patch(ctx, ev, client.RawPatch(types.MergePatchType, []byte(`{"series":{"count":2,"lastObservedTime":"2026-01-01T00:00:00.000000Z"}}`)))
+		}},
 		{name: "record a core v1 event", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error { return c.Create(ctx, newCoreEvent(teamNamespace)) }},
 		{name: "get its NodeWarm before it exists", want: allowed, do: func(ctx context.Context, c client.WithWatch) error {
 			return c.Get(ctx, types.NamespacedName{Name: ownNode}, &warmv1.NodeWarm{})
