@@ -41,10 +41,10 @@ func TestRolesSuffice(t *testing.T) {
 	bin := testbed.BuildWarmer(t)
 	ctrl := testbed.StartProcess(t, "controller", append([]string{bin, "controller",
 		"--kubeconfig", impersonatingKubeconfig(t, cp, controllerImpersonation()),
-		"--leader-elect", "--leader-election-namespace=" + systemNamespace}, localPorts(t)...)...)
+		"--leader-elect", "--leader-election-namespace=" + systemNamespace}, noListeners...)...)
 	agent := testbed.StartProcess(t, "agent", append([]string{bin, "agent",
 		"--kubeconfig", impersonatingKubeconfig(t, cp, agentImpersonation(ownNode)),
-		"--node-name", ownNode, "--container-runtime-endpoint", ctd.Endpoint}, localPorts(t)...)...)
+		"--node-name", ownNode, "--container-runtime-endpoint", ctd.Endpoint}, noListeners...)...)
 	procs := map[string]*testbed.Process{"controller": ctrl, "agent": agent}
 
 	ctx := context.Background()
@@ -129,14 +129,11 @@ func impersonatingKubeconfig(t *testing.T, cp *testbed.ControlPlane, imp rest.Im
 	return path
 }
 
-// localPorts are flags that put a process's metrics and probes on free
-// loopback ports instead of the manifests' :8080 and :8081.
-func localPorts(t *testing.T) []string {
-	return []string{
-		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", testbed.FreePort(t)),
-		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", testbed.FreePort(t)),
-	}
-}
+// noListeners are flags that turn off the metrics and probe servers: this
+// test does not read them, and the manifests' :8080 and :8081 would clash
+// between the two processes (and free ports picked in advance can be
+// taken before a process binds them).
+var noListeners = []string{"--metrics-bind-address=0", "--health-probe-bind-address=0"}
 
 // forbidden returns the lines of a process's log in which the API server
 // refused it something.
