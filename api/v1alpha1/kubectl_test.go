@@ -2,7 +2,6 @@ package v1alpha1_test
 
 import (
 	"context"
-	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
@@ -16,15 +15,11 @@ import (
 // kubectl runs the system's kubectl against the test control plane.
 func kubectl(t *testing.T, cp *testbed.ControlPlane, args ...string) string {
 	t.Helper()
-	path, err := exec.LookPath("kubectl")
-	if err != nil {
-		t.Fatalf("kubectl is needed for this test: %v", err)
-	}
-	out, err := exec.Command(path, append([]string{"--kubeconfig", cp.Kubeconfig}, args...)...).CombinedOutput()
+	out, err := cp.Kubectl(t, args...)
 	if err != nil {
 		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
-	return string(out)
+	return out
 }
 
 // fields splits kubectl's table output into rows of whitespace-separated

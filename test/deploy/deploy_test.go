@@ -5,7 +5,6 @@
 package deploy
 
 import (
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,12 +19,7 @@ const systemNamespace = "warmer-system"
 // returns its combined output.
 func kubectl(t *testing.T, cp *testbed.ControlPlane, args ...string) (string, error) {
 	t.Helper()
-	path, err := exec.LookPath("kubectl")
-	if err != nil {
-		t.Fatalf("kubectl is needed for this test: %v", err)
-	}
-	out, err := exec.Command(path, append([]string{"--kubeconfig", cp.Kubeconfig}, args...)...).CombinedOutput()
-	return string(out), err
+	return cp.Kubectl(t, args...)
 }
 
 // mustKubectl is kubectl that fails the test on an error.

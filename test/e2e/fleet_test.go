@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -179,8 +178,7 @@ func (f *fleet) events(t *testing.T, ns, name, reason string) []eventsv1.Event {
 
 func (f *fleet) kubectl(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	out, err := exec.Command("kubectl", append([]string{"--kubeconfig", f.cp.Kubeconfig}, args...)...).CombinedOutput()
-	return string(out), err
+	return f.cp.Kubectl(t, args...)
 }
 
 // metric returns the sum of a counter's samples whose labels contain

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
 
@@ -165,3 +166,15 @@ var (
 	ImageWarmsGVR = schema.GroupVersionResource{Group: warmv1.GroupVersion.Group, Version: warmv1.GroupVersion.Version, Resource: "imagewarms"}
 	NodeWarmsGVR  = schema.GroupVersionResource{Group: warmv1.GroupVersion.Group, Version: warmv1.GroupVersion.Version, Resource: "nodewarms"}
 )
+
+// Kubectl runs kubectl from PATH against the control plane as the admin,
+// and returns its combined output. A missing kubectl fails the test.
+func (cp *ControlPlane) Kubectl(t TB, args ...string) (string, error) {
+	t.Helper()
+	path, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Fatalf("kubectl is needed for this test: %v", err)
+	}
+	out, err := exec.Command(path, append([]string{"--kubeconfig", cp.Kubeconfig}, args...)...).CombinedOutput()
+	return string(out), err
+}
