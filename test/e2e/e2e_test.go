@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/test/testbed"
@@ -24,32 +25,32 @@ const ns = "e2e"
 func TestE2E(t *testing.T) {
 	regs := testbed.StartRegistries(t)
 	cat := regs.LoadCatalog(t, false)
-	f := startFleet(t, map[string]map[string]string{
+	f := testbed.StartFleet(t, map[string]map[string]string{
 		"node-1": {"pool": "web"},
 		"node-2": {"pool": "web"},
 		"node-3": {"pool": "batch"},
-	})
-	f.create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	}, testbed.FleetOptions{})
+	f.Create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	web := []string{cat.Small.Ref, cat.Medium.Ref, cat.Layered.Ref, cat.MultiArch.Ref}
 	pulls := map[string]int{} // successful pulls expected per node, for the metrics check
 
 	t.Run("warms the selected nodes only", func(t *testing.T) {
-		f.create(t, newWarm(ns, "web", map[string]warmv1.LabelValue{"pool": "web"}, web...))
-		if out, err := f.kubectl(t, "wait", "--for=condition=Ready", "imagewarm/web", "-n", ns, "--timeout=120s"); err != nil {
+		f.Create(t, testbed.NewWarm(ns, "web", map[string]warmv1.LabelValue{"pool": "web"}, web...))
+		if out, err := f.CP.Kubectl(t, "wait", "--for=condition=Ready", "imagewarm/web", "-n", ns, "--timeout=120s"); err != nil {
 			t.Fatalf("kubectl wait: %v\n%s", err, out)
 		}
 		for _, n := range []string{"node-1", "node-2"} {
-			if err := f.nodes[n].allPresent(t, web...); err != nil {
+			if err := f.Nodes[n].AllPresent(t, web...); err != nil {
 				t.Fatal(err)
 			}
 			pulls[n] += len(web)
 		}
 		for _, ref := range web {
-			if f.nodes["node-3"].present(t, ref) {
+			if f.Nodes["node-3"].Present(t, ref) {
 				t.Errorf("node-3 is not selected but has %s", ref)
 			}
 		}
-		out, err := f.kubectl(t, "get", "imagewarms", "-n", ns)
+		out, err := f.CP.Kubectl(t, "get", "imagewarms", "-n", ns)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,17 +61,17 @@ func TestE2E(t *testing.T) {
 
 	t.Run("relabelled node warms too", func(t *testing.T) {
 		var node corev1.Node
-		if err := f.cp.Client.Get(context.Background(), nodeKey("node-3"), &node); err != nil {
+		if err := f.CP.Client.Get(context.Background(), types.NamespacedName{Name: "node-3"}, &node); err != nil {
 			t.Fatal(err)
 		}
 		node.Labels["pool"] = "web"
-		if err := f.cp.Client.Update(context.Background(), &node); err != nil {
+		if err := f.CP.Client.Update(context.Background(), &node); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 90*time.Second, "node-3 warm", func() error { return f.nodes["node-3"].allPresent(t, web...) })
+		testbed.Eventually(t, 90*time.Second, "node-3 warm", func() error { return f.Nodes["node-3"].AllPresent(t, web...) })
 		pulls["node-3"] += len(web)
-		eventually(t, 30*time.Second, "status counts 3 ready nodes", func() error {
-			iw := f.imageWarm(t, ns, "web")
+		testbed.Eventually(t, 30*time.Second, "status counts 3 ready nodes", func() error {
+			iw := f.ImageWarm(t, ns, "web")
 			if iw.Status.Nodes.Matching != 3 || iw.Status.Nodes.Ready != 3 {
 				return fmt.Errorf("nodes %+v", iw.Status.Nodes)
 			}
@@ -79,12 +80,12 @@ func TestE2E(t *testing.T) {
 	})
 
 	t.Run("evicted image comes back", func(t *testing.T) {
-		n := f.nodes["node-1"]
-		n.remove(t, cat.Small.Ref)
-		eventually(t, 60*time.Second, "small back on node-1", func() error { return n.allPresent(t, cat.Small.Ref) })
+		n := f.Nodes["node-1"]
+		n.Remove(t, cat.Small.Ref)
+		testbed.Eventually(t, 60*time.Second, "small back on node-1", func() error { return n.AllPresent(t, cat.Small.Ref) })
 		pulls["node-1"]++
-		eventually(t, 15*time.Second, "Evicted event", func() error {
-			for _, e := range f.events(t, ns, "web", "Evicted") {
+		testbed.Eventually(t, 15*time.Second, "Evicted event", func() error {
+			for _, e := range f.Events(t, ns, "web", "Evicted") {
 				if strings.Contains(e.Note, "node-1") && strings.Contains(e.Note, cat.Small.Ref) {
 					return nil
 				}
@@ -94,12 +95,12 @@ func TestE2E(t *testing.T) {
 	})
 
 	t.Run("private image with the right secret", func(t *testing.T) {
-		f.create(t, dockerConfigSecret(ns, "regcred", regs.Auth.Host, regs.Auth.Username(), regs.Auth.Password()))
-		iw := newWarm(ns, "private", nil, cat.Private.Ref)
+		f.Create(t, testbed.DockerConfigSecret(ns, "regcred", regs.Auth.Host, regs.Auth.Username(), regs.Auth.Password()))
+		iw := testbed.NewWarm(ns, "private", nil, cat.Private.Ref)
 		iw.Spec.ImagePullSecrets = []warmv1.SecretReference{{Name: "regcred"}}
-		f.create(t, iw)
-		for name, n := range f.nodes {
-			eventually(t, 60*time.Second, "private image on "+name, func() error { return n.allPresent(t, cat.Private.Ref) })
+		f.Create(t, iw)
+		for name, n := range f.Nodes {
+			testbed.Eventually(t, 60*time.Second, "private image on "+name, func() error { return n.AllPresent(t, cat.Private.Ref) })
 			pulls[name]++
 		}
 	})
@@ -107,14 +108,14 @@ func TestE2E(t *testing.T) {
 	t.Run("wrong secret fails Unauthorized, others still warm, fix retries at once", func(t *testing.T) {
 		other := regs.Auth.PushRandom(t, "private/other:v1", testbed.ImageOptions{LayerSize: testbed.MB})
 		extra := regs.Anon.PushRandom(t, "test/extra:v1", testbed.ImageOptions{LayerSize: testbed.MB})
-		bad := dockerConfigSecret(ns, "badcred", regs.Auth.Host, regs.Auth.Username(), "wrong-password")
-		f.create(t, bad)
-		iw := newWarm(ns, "mixed", nil, other.Ref, extra.Ref)
+		bad := testbed.DockerConfigSecret(ns, "badcred", regs.Auth.Host, regs.Auth.Username(), "wrong-password")
+		f.Create(t, bad)
+		iw := testbed.NewWarm(ns, "mixed", nil, other.Ref, extra.Ref)
 		iw.Spec.ImagePullSecrets = []warmv1.SecretReference{{Name: "badcred"}}
-		f.create(t, iw)
-		for name, n := range f.nodes {
-			eventually(t, 60*time.Second, "Unauthorized on "+name, func() error {
-				img, err := f.nodeImage(name, other.Ref)
+		f.Create(t, iw)
+		for name, n := range f.Nodes {
+			testbed.Eventually(t, 60*time.Second, "Unauthorized on "+name, func() error {
+				img, err := f.NodeImage(name, other.Ref)
 				if err != nil {
 					return err
 				}
@@ -123,32 +124,32 @@ func TestE2E(t *testing.T) {
 				}
 				return nil
 			})
-			eventually(t, 60*time.Second, "public image of the same ImageWarm on "+name, func() error { return n.allPresent(t, extra.Ref) })
+			testbed.Eventually(t, 60*time.Second, "public image of the same ImageWarm on "+name, func() error { return n.AllPresent(t, extra.Ref) })
 			pulls[name]++
 		}
-		eventually(t, 15*time.Second, "Failed event naming Unauthorized", func() error {
-			for _, e := range f.events(t, ns, "mixed", "Failed") {
+		testbed.Eventually(t, 15*time.Second, "Failed event naming Unauthorized", func() error {
+			for _, e := range f.Events(t, ns, "mixed", "Failed") {
 				if strings.Contains(e.Note, "Unauthorized") {
 					return nil
 				}
 			}
 			return fmt.Errorf("no Failed event with Unauthorized")
 		})
-		eventually(t, 30*time.Second, "status Degraded with Unauthorized", func() error {
-			st := f.imageWarm(t, ns, "mixed").Status
+		testbed.Eventually(t, 30*time.Second, "status Degraded with Unauthorized", func() error {
+			st := f.ImageWarm(t, ns, "mixed").Status
 			if st.Nodes.Failed != 3 || len(st.Failures) == 0 || st.Failures[0].Reason != "Unauthorized" {
 				return fmt.Errorf("nodes %+v failures %+v", st.Nodes, st.Failures)
 			}
 			return nil
 		})
 		// The back-off is 30 s; a fixed secret must not wait for it.
-		fixed := dockerConfigSecret(ns, "badcred", regs.Auth.Host, regs.Auth.Username(), regs.Auth.Password())
-		if err := f.cp.Client.Update(context.Background(), fixed); err != nil {
+		fixed := testbed.DockerConfigSecret(ns, "badcred", regs.Auth.Host, regs.Auth.Username(), regs.Auth.Password())
+		if err := f.CP.Client.Update(context.Background(), fixed); err != nil {
 			t.Fatal(err)
 		}
 		start := time.Now()
-		for name, n := range f.nodes {
-			eventually(t, 25*time.Second, "fixed secret on "+name, func() error { return n.allPresent(t, other.Ref) })
+		for name, n := range f.Nodes {
+			testbed.Eventually(t, 25*time.Second, "fixed secret on "+name, func() error { return n.AllPresent(t, other.Ref) })
 			pulls[name]++
 		}
 		t.Logf("fixed secret honoured after %v (back-off 30s)", time.Since(start).Round(time.Second))
@@ -156,9 +157,9 @@ func TestE2E(t *testing.T) {
 
 	t.Run("missing tag is NotFound", func(t *testing.T) {
 		missing := regs.Anon.Ref("test/small:nope")
-		f.create(t, newWarm(ns, "missing", map[string]warmv1.LabelValue{corev1.LabelHostname: "node-1"}, missing))
-		eventually(t, 60*time.Second, "NotFound in status", func() error {
-			st := f.imageWarm(t, ns, "missing").Status
+		f.Create(t, testbed.NewWarm(ns, "missing", map[string]warmv1.LabelValue{corev1.LabelHostname: "node-1"}, missing))
+		testbed.Eventually(t, 60*time.Second, "NotFound in status", func() error {
+			st := f.ImageWarm(t, ns, "missing").Status
 			if len(st.Failures) == 0 || st.Failures[0].Reason != "NotFound" || st.Failures[0].Node != "node-1" {
 				return fmt.Errorf("failures %+v", st.Failures)
 			}
@@ -170,9 +171,9 @@ func TestE2E(t *testing.T) {
 		flaky := testbed.StartRegistry(t, testbed.RegistryOptions{Name: "flaky"})
 		img := flaky.PushRandom(t, "flaky/app:v1", testbed.ImageOptions{LayerSize: testbed.MB})
 		flaky.Stop()
-		f.create(t, newWarm(ns, "flaky", map[string]warmv1.LabelValue{corev1.LabelHostname: "node-2"}, img.Ref))
-		eventually(t, 60*time.Second, "RegistryUnavailable", func() error {
-			got, err := f.nodeImage("node-2", img.Ref)
+		f.Create(t, testbed.NewWarm(ns, "flaky", map[string]warmv1.LabelValue{corev1.LabelHostname: "node-2"}, img.Ref))
+		testbed.Eventually(t, 60*time.Second, "RegistryUnavailable", func() error {
+			got, err := f.NodeImage("node-2", img.Ref)
 			if err != nil {
 				return err
 			}
@@ -182,7 +183,7 @@ func TestE2E(t *testing.T) {
 			return nil
 		})
 		flaky.Start()
-		eventually(t, 120*time.Second, "flaky image after the registry is back", func() error { return f.nodes["node-2"].allPresent(t, img.Ref) })
+		testbed.Eventually(t, 120*time.Second, "flaky image after the registry is back", func() error { return f.Nodes["node-2"].AllPresent(t, img.Ref) })
 		pulls["node-2"]++
 	})
 
@@ -193,9 +194,9 @@ func TestE2E(t *testing.T) {
 			img := regs.Anon.PushRandom(t, fmt.Sprintf("slow/app%d:v1", i), testbed.ImageOptions{LayerSize: 20 * testbed.MB})
 			refs = append(refs, strings.Replace(img.Ref, regs.Anon.Host, slow.Host, 1))
 		}
-		f.create(t, newWarm(ns, "bulk", map[string]warmv1.LabelValue{corev1.LabelHostname: "node-3"}, refs...))
-		eventually(t, 30*time.Second, "bulk pulls under way", func() error {
-			img, err := f.nodeImage("node-3", refs[0])
+		f.Create(t, testbed.NewWarm(ns, "bulk", map[string]warmv1.LabelValue{corev1.LabelHostname: "node-3"}, refs...))
+		testbed.Eventually(t, 30*time.Second, "bulk pulls under way", func() error {
+			img, err := f.NodeImage("node-3", refs[0])
 			if err != nil {
 				return err
 			}
@@ -204,12 +205,12 @@ func TestE2E(t *testing.T) {
 			}
 			return nil
 		})
-		if err := f.cp.Client.Delete(context.Background(), f.imageWarm(t, ns, "bulk")); err != nil {
+		if err := f.CP.Client.Delete(context.Background(), f.ImageWarm(t, ns, "bulk")); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 20*time.Second, "NodeWarm forgets the bulk images", func() error {
+		testbed.Eventually(t, 20*time.Second, "NodeWarm forgets the bulk images", func() error {
 			for _, r := range refs {
-				if _, err := f.nodeImage("node-3", r); err == nil {
+				if _, err := f.NodeImage("node-3", r); err == nil {
 					return fmt.Errorf("still lists %s", r)
 				}
 			}
@@ -217,26 +218,26 @@ func TestE2E(t *testing.T) {
 		})
 		time.Sleep(2 * time.Second)
 		for _, r := range refs {
-			if f.nodes["node-3"].present(t, r) {
+			if f.Nodes["node-3"].Present(t, r) {
 				t.Errorf("%s was pulled although its ImageWarm was deleted", r)
 			}
 		}
-		if c := f.nodes["node-3"].metric(t, "warmer_image_pulls_total", `reason="Canceled"`); c < 1 {
+		if c := f.Nodes["node-3"].Metric(t, "warmer_image_pulls_total", `reason="Canceled"`); c < 1 {
 			t.Errorf("no cancelled pulls counted on node-3 (%v)", c)
 		}
 	})
 
 	t.Run("metrics agree with what happened", func(t *testing.T) {
 		for name, want := range pulls {
-			got := f.nodes[name].metric(t, "warmer_image_pulls_total", `result="success"`)
+			got := f.Nodes[name].Metric(t, "warmer_image_pulls_total", `result="success"`)
 			if int(got) != want {
 				t.Errorf("%s: %v successful pulls counted, %d happened", name, got, want)
 			}
 		}
-		if got := f.nodes["node-1"].metric(t, "warmer_image_pulls_total", `reason="NotFound"`); got < 1 {
+		if got := f.Nodes["node-1"].Metric(t, "warmer_image_pulls_total", `reason="NotFound"`); got < 1 {
 			t.Errorf("node-1 counted no NotFound failure")
 		}
-		if got := f.nodes["node-1"].metric(t, "warmer_image_evictions_total"); got != 1 {
+		if got := f.Nodes["node-1"].Metric(t, "warmer_image_evictions_total"); got != 1 {
 			t.Errorf("node-1 counted %v evictions, want 1", got)
 		}
 	})

@@ -1,0 +1,265 @@
+package testbed
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+)
+
+// Fleet is a control plane, the warmer controller and simulated nodes, each
+// a containerd with a Node object and a warmer agent process: the whole
+// product, running from the built binary.
+type Fleet struct {
+	CP    *ControlPlane
+	Bin   string
+	Nodes map[string]*Node
+	// Controller is the warmer controller process.
+	Controller *Process
+
+	opts FleetOptions
+}
+
+// Node is one simulated node of a Fleet.
+type Node struct {
+	Name       string
+	Containerd *Containerd
+	CRI        runtimeapi.ImageServiceClient
+	Agent      *Process
+	// Metrics is the host:port of the agent's /metrics.
+	Metrics string
+
+	agentArgs []string
+}
+
+// FleetOptions adjust a Fleet. The zero value gives the e2e settings.
+type FleetOptions struct {
+	// AgentFlags replace DefaultAgentFlags when set.
+	AgentFlags []string
+	// ControllerFlags are added to the controller's command line.
+	ControllerFlags []string
+	// Containerd gives options for a node's containerd, by node name.
+	Containerd func(node string) []ContainerdOption
+}
+
+// DefaultAgentFlags are the agent settings of a test fleet: a short resync
+// so drift is caught quickly, and a back-off long enough that "fixed without
+// waiting out the back-off" can be told apart from waiting it out.
+var DefaultAgentFlags = []string{
+	"--resync-period=3s",
+	"--image-pull-backoff-initial=30s",
+	"--image-pull-backoff-max=60s",
+	"--status-progress-interval=500ms",
+	"--zap-log-level=debug",
+}
+
+// StartFleet starts a control plane, one node (containerd, Node object with
+// the given labels, agent) per entry of labels, and the controller. Agents'
+// logs are printed when the test fails.
+func StartFleet(t TB, labels map[string]map[string]string, opts FleetOptions) *Fleet {
+	t.Helper()
+	if opts.AgentFlags == nil {
+		opts.AgentFlags = DefaultAgentFlags
+	}
+	f := &Fleet{CP: StartControlPlane(t), Bin: BuildWarmer(t), Nodes: map[string]*Node{}, opts: opts}
+	for name, l := range labels {
+		var copts []ContainerdOption
+		if opts.Containerd != nil {
+			copts = opts.Containerd(name)
+		}
+		n := &Node{Name: name, Containerd: StartContainerd(t, name, copts...)}
+		n.CRI = n.Containerd.ImageService(t)
+		f.CP.CreateNode(t, name, l)
+		n.Metrics = fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+		n.agentArgs = append([]string{f.Bin, "agent", "--kubeconfig", f.CP.Kubeconfig, "--node-name", name,
+			"--container-runtime-endpoint", n.Containerd.Endpoint, "--metrics-bind-address", n.Metrics,
+			"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", FreePort(t))}, opts.AgentFlags...)
+		n.Agent = StartProcess(t, "agent "+name, n.agentArgs...)
+		f.Nodes[name] = n
+	}
+	f.Controller = f.StartController(t)
+	if ft, ok := t.(interface{ Failed() bool }); ok {
+		t.Cleanup(func() {
+			if ft.Failed() {
+				for _, n := range f.Nodes {
+					t.Logf("agent %s log:\n%s", n.Name, n.Agent.Log(60))
+				}
+			}
+		})
+	}
+	return f
+}
+
+// StartController starts a warmer controller against the fleet's control
+// plane; StartFleet already started one.
+func (f *Fleet) StartController(t TB) *Process {
+	t.Helper()
+	args := append([]string{f.Bin, "controller", "--kubeconfig", f.CP.Kubeconfig,
+		"--leader-election-namespace", "default", "--min-status-interval", "300ms",
+		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", FreePort(t)),
+		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", FreePort(t))}, f.opts.ControllerFlags...)
+	return StartProcess(t, "controller", args...)
+}
+
+// RestartAgent starts the node's agent again with the same command line,
+// after the caller stopped or killed it.
+func (n *Node) RestartAgent(t TB) {
+	t.Helper()
+	n.Agent = StartProcess(t, "agent "+n.Name, n.agentArgs...)
+}
+
+// Eventually retries check until it returns nil or the timeout passes.
+func Eventually(t TB, timeout time.Duration, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v: %v", what, timeout, err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// Present says whether the node's runtime holds ref.
+func (n *Node) Present(t TB, ref string) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := n.CRI.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
+	if err != nil {
+		t.Fatalf("ImageStatus %s on %s: %v", ref, n.Name, err)
+	}
+	return resp.Image != nil
+}
+
+// AllPresent returns an error naming the first ref the node lacks.
+func (n *Node) AllPresent(t TB, refs ...string) error {
+	for _, r := range refs {
+		if !n.Present(t, r) {
+			return fmt.Errorf("%s lacks %s", n.Name, r)
+		}
+	}
+	return nil
+}
+
+// Remove deletes ref from the node's runtime, as image GC would.
+func (n *Node) Remove(t TB, ref string) {
+	t.Helper()
+	if _, err := n.CRI.RemoveImage(context.Background(), &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}}); err != nil {
+		t.Fatalf("removing %s on %s: %v", ref, n.Name, err)
+	}
+}
+
+// NodeImage returns the NodeWarm entry for a normalised image on a node.
+func (f *Fleet) NodeImage(node, image string) (warmv1.NodeImage, error) {
+	var nw warmv1.NodeWarm
+	if err := f.CP.Client.Get(context.Background(), types.NamespacedName{Name: node}, &nw); err != nil {
+		return warmv1.NodeImage{}, err
+	}
+	for _, img := range nw.Status.Images {
+		if img.Image == image {
+			return img, nil
+		}
+	}
+	return warmv1.NodeImage{}, fmt.Errorf("NodeWarm %s does not list %s (has %d images)", node, image, len(nw.Status.Images))
+}
+
+// ImageWarm reads an ImageWarm.
+func (f *Fleet) ImageWarm(t TB, ns, name string) *warmv1.ImageWarm {
+	t.Helper()
+	var iw warmv1.ImageWarm
+	if err := f.CP.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &iw); err != nil {
+		t.Fatal(err)
+	}
+	return &iw
+}
+
+// Create creates obj or fails the test.
+func (f *Fleet) Create(t TB, obj client.Object) {
+	t.Helper()
+	if err := f.CP.Client.Create(context.Background(), obj); err != nil {
+		t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
+	}
+}
+
+// NewWarm builds an ImageWarm of images; a nil selector selects every node.
+func NewWarm(ns, name string, selector map[string]warmv1.LabelValue, images ...string) *warmv1.ImageWarm {
+	iw := &warmv1.ImageWarm{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	for _, img := range images {
+		iw.Spec.Images = append(iw.Spec.Images, warmv1.ImageReference(img))
+	}
+	if selector != nil {
+		iw.Spec.NodeSelector = &warmv1.NodeSelector{MatchLabels: selector}
+	}
+	return iw
+}
+
+// Events lists the events.k8s.io events about an ImageWarm with a reason.
+func (f *Fleet) Events(t TB, ns, name, reason string) []eventsv1.Event {
+	t.Helper()
+	var list eventsv1.EventList
+	if err := f.CP.Client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var out []eventsv1.Event
+	for _, e := range list.Items {
+		if e.Regarding.Name == name && e.Reason == reason {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Metric returns the sum of a metric's samples whose lines contain every
+// fragment, scraped from the node agent's /metrics.
+func (n *Node) Metric(t TB, name string, fragments ...string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + n.Metrics + "/metrics")
+	if err != nil {
+		t.Fatalf("scraping %s: %v", n.Name, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var sum float64
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		ok := true
+		for _, fr := range fragments {
+			ok = ok && strings.Contains(line, fr)
+		}
+		if ok {
+			var v float64
+			_, _ = fmt.Sscanf(line[strings.LastIndexByte(line, ' ')+1:], "%g", &v)
+			sum += v
+		}
+	}
+	return sum
+}
+
+// DockerConfigSecret builds a kubernetes.io/dockerconfigjson Secret with one
+// registry's credentials.
+func DockerConfigSecret(ns, name, host, user, pass string) *corev1.Secret {
+	cfg := fmt.Sprintf(`{"auths":{%q:{"username":%q,"password":%q}}}`, host, user, pass)
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Type:       corev1.SecretTypeDockerConfigJson,
+		Data:       map[string][]byte{corev1.DockerConfigJsonKey: []byte(cfg)},
+	}
+}
