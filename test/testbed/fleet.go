@@ -27,6 +27,8 @@ type Fleet struct {
 	Nodes map[string]*Node
 	// Controller is the warmer controller process.
 	Controller *Process
+	// ControllerMetrics is the host:port of the controller's /metrics.
+	ControllerMetrics string
 
 	opts FleetOptions
 }
@@ -105,9 +107,10 @@ func StartFleet(t TB, labels map[string]map[string]string, opts FleetOptions) *F
 // plane; StartFleet already started one.
 func (f *Fleet) StartController(t TB) *Process {
 	t.Helper()
+	f.ControllerMetrics = fmt.Sprintf("127.0.0.1:%d", FreePort(t))
 	args := append([]string{f.Bin, "controller", "--kubeconfig", f.CP.Kubeconfig,
 		"--leader-election-namespace", "default", "--min-status-interval", "300ms",
-		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", FreePort(t)),
+		"--metrics-bind-address", f.ControllerMetrics,
 		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", FreePort(t))}, f.opts.ControllerFlags...)
 	return StartProcess(t, "controller", args...)
 }
