@@ -2,8 +2,11 @@ package controllers
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -34,6 +37,13 @@ const (
 
 // maxEventSubjects bounds how many ImageWarms one image's event goes to.
 const maxEventSubjects = warmv1.MaxRequestedBy
+
+// Limits the API server puts on an events.k8s.io Event, in bytes. An event
+// over them is refused and lost, so notes are cut and actions bounded.
+const (
+	maxEventNote   = 1024
+	maxEventAction = 128
+)
 
 var _ pullengine.Listener = &NodeAgent{}
 
@@ -86,14 +96,31 @@ func (a *NodeAgent) eventLocked(ctx context.Context, key, eventtype, reason, act
 	if len(warms) > maxEventSubjects {
 		warms = warms[:maxEventSubjects]
 	}
-	a.eventOn(ctx, warms, eventtype, reason, action, note, args...)
+	a.eventOn(ctx, warms, eventtype, reason, actionOn(action, key), note, args...)
+}
+
+// actionOn makes an event's action name what it acts on: an image or a
+// secret. client-go's events.k8s.io recorder folds events into a series
+// keyed by regarding, related, type, action, reason and reporter, but not
+// the note; with one action for every image, a Pulled event for a second
+// image of an ImageWarm would only bump the count of the first image's
+// event, and its own note would never be seen. Repeats about the same
+// subject still fold. A subject too long for the API's bound on actions is
+// named by a hash of it instead.
+func actionOn(action, subject string) string {
+	if a := action + " " + subject; len(a) <= maxEventAction {
+		return a
+	}
+	sum := sha256.Sum256([]byte(subject))
+	return action + " #" + hex.EncodeToString(sum[:12])
 }
 
 func (a *NodeAgent) eventOn(ctx context.Context, warms []*warmv1.ImageWarm, eventtype, reason, action, note string, args ...any) {
 	if a.Recorder == nil {
 		return
 	}
-	msg := fmt.Sprintf(note, args...) + " (node " + a.NodeName + ")"
+	suffix := " (node " + a.NodeName + ")"
+	msg := cutBytes(fmt.Sprintf(note, args...), maxEventNote-len(suffix)) + suffix
 	var related runtime.Object // a nil *Node would not be a nil Object
 	if a.st.node != nil {
 		related = a.st.node
@@ -129,7 +156,21 @@ func (a *NodeAgent) secretProblems(ctx context.Context, d desiredSet, s *secretK
 					subjects = append(subjects, d.objects[nn])
 				}
 			}
-			a.eventOn(ctx, subjects, corev1.EventTypeWarning, ReasonInvalidPullSecret, ActionConfig, "%v", err)
+			a.eventOn(ctx, subjects, corev1.EventTypeWarning, ReasonInvalidPullSecret, actionOn(ActionConfig, sec.String()), "%v", err)
 		}
 	}
+}
+
+// cutBytes cuts s to at most n bytes, on a rune boundary, marking the cut
+// with an ellipsis.
+func cutBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const mark = "…"
+	n -= len(mark)
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:max(n, 0)] + mark
 }
