@@ -153,4 +153,3 @@ func distinctNotes(evs []eventsv1.Event, images ...string) error {
 	}
 	return nil
 }
-
