@@ -106,7 +106,7 @@ func TestNoBackOffForCancelAndDisk(t *testing.T) {
 			t.Errorf("%q backs off", c)
 		}
 	}
-	for _, c := range []Class{ClassNotFound, ClassUnauthorized, ClassRegistryUnavailable, ClassTimeout, ClassErrImagePull, ClassNoMatchingPlatform, ClassSignatureValidationFailed} {
+	for _, c := range []Class{ClassNotFound, ClassUnauthorized, ClassRegistryUnavailable, ClassRateLimited, ClassTimeout, ClassErrImagePull, ClassNoMatchingPlatform, ClassSignatureValidationFailed} {
 		if !backsOff(c) {
 			t.Errorf("%q does not back off", c)
 		}

@@ -20,9 +20,13 @@ const (
 	// ClassInvalidImageName: the reference does not parse; the runtime is
 	// never called.
 	ClassInvalidImageName Class = "InvalidImageName"
-	// ClassRegistryUnavailable: the registry could not be reached or
-	// answered with a server error or rate limit.
+	// ClassRegistryUnavailable: the registry could not be reached, cut
+	// the connection or answered with a server error.
 	ClassRegistryUnavailable Class = "RegistryUnavailable"
+	// ClassRateLimited: the registry answered 429 Too Many Requests. Told
+	// apart from RegistryUnavailable because the cure differs: the
+	// registry is up, but wants fewer or authenticated pulls.
+	ClassRateLimited Class = "RateLimited"
 	// ClassUnauthorized: the registry refused the credentials (or their
 	// absence).
 	ClassUnauthorized Class = "Unauthorized"
@@ -65,10 +69,12 @@ var messageRules = []classRule{
 	{ClassCanceled, []string{"context canceled"}},
 	{ClassUnauthorized, []string{"401 unauthorized", "unauthorized:", "authentication required", "403 forbidden",
 		"pull access denied", "denied: ", "insufficient_scope", "no basic auth credentials"}},
+	// Before RegistryUnavailable: a rate limit is not an outage.
+	{ClassRateLimited, []string{"429 too many requests", "toomanyrequests", "pull rate limit"}},
 	{ClassRegistryUnavailable, []string{"connection refused", "no such host", "i/o timeout", "network is unreachable",
 		"connection reset", "tls handshake timeout", "x509: ", "tls: ", "server gave http response to https client",
 		"500 internal server error", "502 bad gateway", "503 service unavailable", "504 gateway timeout",
-		"429 too many requests", "toomanyrequests", "server misbehaving", "temporary failure in name resolution",
+		"server misbehaving", "temporary failure in name resolution",
 		"unexpected eof", "dial tcp"}},
 	{ClassNotFound, []string{": not found", "manifest unknown", "404 not found", "name unknown", "blob unknown"}},
 }
