@@ -1,0 +1,167 @@
+package registry
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/test/testbed"
+)
+
+const (
+	ns = "default"
+	// Short back-off so a test sees several retries in seconds.
+	backOffInitial = time.Second
+	backOffMax     = 4 * time.Second
+	// slack is how late a retry may come after its back-off ends: a pass
+	// runs, the throttle lets it through, the runtime starts the pull. The
+	// machine is shared, so it is generous.
+	slack = 3 * time.Second
+)
+
+// agentFlags are the fleet defaults with a short back-off.
+func agentFlags(extra ...string) []string {
+	flags := []string{
+		"--resync-period=3s",
+		fmt.Sprintf("--image-pull-backoff-initial=%s", backOffInitial),
+		fmt.Sprintf("--image-pull-backoff-max=%s", backOffMax),
+		"--status-progress-interval=500ms",
+		"--zap-log-level=debug",
+	}
+	return append(flags, extra...)
+}
+
+// via rewrites an image reference to go through a proxy.
+func via(img testbed.Image, reg *testbed.Registry, p *testbed.FaultProxy) string {
+	return strings.Replace(img.Ref, reg.Host, p.Host, 1)
+}
+
+// warm creates an ImageWarm for every node and deletes it at the end of
+// the subtest, so that its failing pulls stop competing with the next.
+func warm(t *testing.T, f *testbed.Fleet, name string, timeout time.Duration, refs ...string) {
+	t.Helper()
+	iw := testbed.NewWarm(ns, name, nil, refs...)
+	if timeout > 0 {
+		iw.Spec.PullTimeout = &metav1.Duration{Duration: timeout}
+	}
+	f.Create(t, iw)
+	t.Cleanup(func() { _ = f.CP.Client.Delete(context.Background(), iw) })
+}
+
+// waitReason waits until the node's entry for ref fails with reason and
+// returns it.
+func waitReason(t *testing.T, f *testbed.Fleet, node, ref, reason string, within time.Duration) warmv1.NodeImage {
+	t.Helper()
+	var got warmv1.NodeImage
+	testbed.Eventually(t, within, ref+" failing with "+reason, func() error {
+		var err error
+		if got, err = f.NodeImage(node, ref); err != nil {
+			return err
+		}
+		if got.Reason != reason {
+			return fmt.Errorf("state %s, reason %q, message %q", got.State, got.Reason, got.Message)
+		}
+		return nil
+	})
+	return got
+}
+
+// waitPresent waits until the runtime holds ref and the NodeWarm says so
+// without a reason.
+func waitPresent(t *testing.T, f *testbed.Fleet, node, ref string, within time.Duration) {
+	t.Helper()
+	testbed.Eventually(t, within, ref+" present", func() error {
+		got, err := f.NodeImage(node, ref)
+		if err != nil {
+			return err
+		}
+		if got.State != warmv1.ImagePresent || got.Reason != "" {
+			return fmt.Errorf("state %s, reason %q, message %q", got.State, got.Reason, got.Message)
+		}
+		return f.Nodes[node].AllPresent(t, ref)
+	})
+}
+
+// failedEvent returns the note of the earliest Failed event on the warm
+// that names reason.
+func failedEvent(t *testing.T, f *testbed.Fleet, name, reason string) (string, error) {
+	t.Helper()
+	evs := f.Events(t, ns, name, "Failed")
+	sort.Slice(evs, func(i, j int) bool { return evs[i].EventTime.Before(&evs[j].EventTime) })
+	for _, e := range evs {
+		if strings.Contains(e.Note, ": "+reason+": ") {
+			return e.Note, nil
+		}
+	}
+	return "", fmt.Errorf("no Failed event with reason %s among %d", reason, len(evs))
+}
+
+// attempts groups the proxy's manifest HEADs into pull attempts: containerd
+// resolves a tag with one HEAD, and repeats it at once on some answers
+// (429), so HEADs less than half a second apart are one attempt. It
+// returns when each attempt started and how many requests it made.
+func attempts(reqs []testbed.ProxyRequest) ([]time.Time, []int) {
+	var starts []time.Time
+	var sizes []int
+	var last time.Time
+	for _, r := range reqs {
+		if r.Method != "HEAD" || !strings.Contains(r.Path, "/manifests/") {
+			continue
+		}
+		if len(starts) == 0 || r.At.Sub(last) > 500*time.Millisecond {
+			starts = append(starts, r.At)
+			sizes = append(sizes, 0)
+		}
+		sizes[len(sizes)-1]++
+		last = r.At
+	}
+	return starts, sizes
+}
+
+// waitAttempts waits until the proxy has seen n pull attempts.
+func waitAttempts(t *testing.T, p *testbed.FaultProxy, n int, within time.Duration) ([]time.Time, []int) {
+	t.Helper()
+	var starts []time.Time
+	var sizes []int
+	testbed.Eventually(t, within, fmt.Sprintf("%d pull attempts", n), func() error {
+		if starts, sizes = attempts(p.Requests()); len(starts) < n {
+			return fmt.Errorf("%d attempts so far", len(starts))
+		}
+		return nil
+	})
+	return starts[:n], sizes[:n]
+}
+
+// checkBackOff asserts that the gaps between attempts follow the agent's
+// back-off: each at least the back-off due (doubling from backOffInitial,
+// capped at backOffMax), at most that plus slack, and growing until the cap.
+func checkBackOff(t *testing.T, starts []time.Time) []time.Duration {
+	t.Helper()
+	var gaps []time.Duration
+	due := backOffInitial
+	for i := 1; i < len(starts); i++ {
+		gap := starts[i].Sub(starts[i-1])
+		gaps = append(gaps, gap.Round(10*time.Millisecond))
+		// The back-off runs from the failure, which comes after the
+		// attempt's first request: a gap can only be longer.
+		if gap < due-50*time.Millisecond || gap > due+slack {
+			t.Errorf("attempt %d came %v after the previous one; back-off due %v (slack %v)", i+1, gap, due, slack)
+		}
+		due = min(2*due, backOffMax)
+	}
+	for i := 1; i < len(gaps) && i < 3; i++ {
+		if gaps[i] <= gaps[i-1] {
+			t.Errorf("back-off did not grow: gaps %v", gaps)
+		}
+	}
+	t.Logf("gaps between pull attempts: %v", gaps)
+	return gaps
+}
+
+func errf(format string, args ...any) error { return fmt.Errorf(format, args...) }

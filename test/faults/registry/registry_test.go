@@ -1,0 +1,136 @@
+package registry
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/warmer-dev/warmer/test/testbed"
+)
+
+const node = "node-1"
+
+// TestRegistryFaults runs one agent against a registry behind a fault
+// proxy. Each case has its own proxy, images and ImageWarm.
+func TestRegistryFaults(t *testing.T) {
+	f := testbed.StartFleet(t, map[string]map[string]string{node: nil}, testbed.FleetOptions{AgentFlags: agentFlags()})
+	reg := testbed.StartRegistry(t, testbed.RegistryOptions{Name: "origin"})
+
+	t.Run("registry stopped mid-pull then back", func(t *testing.T) { testStoppedMidPull(t, f) })
+	t.Run("500 answers", func(t *testing.T) {
+		testAnswers(t, f, reg, "five", testbed.Fault{Mode: testbed.Fault500}, "RegistryUnavailable")
+	})
+	t.Run("429 answers with Retry-After", func(t *testing.T) {
+		testAnswers(t, f, reg, "rate", testbed.Fault{Mode: testbed.Fault429, RetryAfter: 10 * time.Second}, "RateLimited")
+	})
+	t.Run("connection resets", func(t *testing.T) { testResets(t, f, reg) })
+	t.Run("slow bodies", func(t *testing.T) { testSlow(t, f, reg) })
+}
+
+// testStoppedMidPull stops the registry while a layer is on its way. The
+// proxy only slows the body, so that the pull is still under way when the
+// registry goes; while it is down the proxy answers 502, as a load
+// balancer in front of a dead registry does.
+func testStoppedMidPull(t *testing.T, f *testbed.Fleet) {
+	flaky := testbed.StartRegistry(t, testbed.RegistryOptions{Name: "flaky"})
+	p := testbed.StartFaultProxy(t, flaky.Host)
+	// Bigger than loopback's socket buffers, so the registry is still
+	// writing when it is stopped.
+	ref := via(flaky.PushRandom(t, "flaky/app:v1", testbed.ImageOptions{LayerSize: 24 * testbed.MB}), flaky, p)
+	p.Set(testbed.Fault{Mode: testbed.FaultSlow, Paths: testbed.BlobPaths, Rate: testbed.MB})
+	warm(t, f, "stopped", 0, ref)
+	testbed.Eventually(t, 60*time.Second, "a layer under way", func() error {
+		if p.Count(testbed.FaultSlow) < 2 { // config and layer
+			return errf("%d slow requests", p.Count(testbed.FaultSlow))
+		}
+		return nil
+	})
+	time.Sleep(time.Second)
+	flaky.Stop()
+	got := waitReason(t, f, node, ref, "RegistryUnavailable", 60*time.Second)
+	first, err := failedEvent(t, f, "stopped", "RegistryUnavailable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("first failure: %s; status message now: %s", first, got.Message)
+	if f.Nodes[node].Present(t, ref) {
+		t.Fatalf("%s present although its registry stopped mid-pull", ref)
+	}
+	flaky.Start()
+	p.Pass()
+	waitPresent(t, f, node, ref, backOffMax+30*time.Second)
+}
+
+// testAnswers has the proxy answer every request with fault, checks the
+// reason, the Failed event and the back-off between attempts, then lets
+// requests through and waits for the image.
+func testAnswers(t *testing.T, f *testbed.Fleet, reg *testbed.Registry, name string, fault testbed.Fault, reason string) {
+	p := testbed.StartFaultProxy(t, reg.Host)
+	ref := via(reg.PushRandom(t, name+"/app:v1", testbed.ImageOptions{LayerSize: testbed.MB}), reg, p)
+	p.Set(fault)
+	warm(t, f, name, 0, ref)
+	got := waitReason(t, f, node, ref, reason, 60*time.Second)
+	t.Logf("status: %s %s: %s", got.State, got.Reason, got.Message)
+	if _, err := failedEvent(t, f, name, reason); err != nil {
+		t.Error(err)
+	}
+	// Five attempts: gaps of 1, 2, 4 and 4 s.
+	starts, sizes := waitAttempts(t, p, 5, 60*time.Second)
+	t.Logf("requests per attempt: %v", sizes)
+	checkBackOff(t, starts)
+	p.Pass()
+	waitPresent(t, f, node, ref, backOffMax+30*time.Second)
+}
+
+// testResets cuts connections two ways: before a manifest answer, and in
+// the middle of a layer.
+func testResets(t *testing.T, f *testbed.Fleet, reg *testbed.Registry) {
+	early := testbed.StartFaultProxy(t, reg.Host)
+	mid := testbed.StartFaultProxy(t, reg.Host)
+	earlyRef := via(reg.PushRandom(t, "reset/early:v1", testbed.ImageOptions{LayerSize: testbed.MB}), reg, early)
+	midRef := via(reg.PushRandom(t, "reset/mid:v1", testbed.ImageOptions{LayerSize: testbed.MB}), reg, mid)
+	early.Set(testbed.Fault{Mode: testbed.FaultReset, Paths: testbed.ManifestPaths})
+	mid.Set(testbed.Fault{Mode: testbed.FaultReset, Paths: testbed.BlobPaths, ResetAfter: 64 << 10})
+	warm(t, f, "reset", 0, earlyRef, midRef)
+	for _, ref := range []string{earlyRef, midRef} {
+		got := waitReason(t, f, node, ref, "RegistryUnavailable", 60*time.Second)
+		if !strings.Contains(got.Message, "connection reset") {
+			t.Errorf("%s: message %q does not say the connection was reset", ref, got.Message)
+		}
+	}
+	if early.Count(testbed.FaultReset) == 0 || mid.Count(testbed.FaultReset) == 0 {
+		t.Fatalf("resets: %d early, %d mid-body", early.Count(testbed.FaultReset), mid.Count(testbed.FaultReset))
+	}
+	early.Pass()
+	mid.Pass()
+	waitPresent(t, f, node, earlyRef, backOffMax+30*time.Second)
+	waitPresent(t, f, node, midRef, backOffMax+30*time.Second)
+}
+
+// testSlow pulls two images over slow bodies: one under a 10 s pullTimeout
+// that it cannot meet, one without a timeout of its own (the agent's
+// default is 30 minutes), which arrives, late.
+func testSlow(t *testing.T, f *testbed.Fleet, reg *testbed.Registry) {
+	p := testbed.StartFaultProxy(t, reg.Host)
+	const rate = 256 << 10
+	big := via(reg.PushRandom(t, "slow/big:v1", testbed.ImageOptions{LayerSize: 20 * testbed.MB}), reg, p)
+	small := via(reg.PushRandom(t, "slow/small:v1", testbed.ImageOptions{LayerSize: testbed.MB}), reg, p)
+	p.Set(testbed.Fault{Mode: testbed.FaultSlow, Paths: testbed.BlobPaths, Rate: rate})
+	start := time.Now()
+	warm(t, f, "slow-timeout", 10*time.Second, big)
+	warm(t, f, "slow-ok", 0, small)
+
+	waitPresent(t, f, node, small, 60*time.Second)
+	// 1 MB at 256 KiB/s takes 4 s: anything much quicker was not slowed.
+	if d := time.Since(start); d < 3*time.Second {
+		t.Errorf("the slow image arrived after %v only", d)
+	}
+	got := waitReason(t, f, node, big, "Timeout", 60*time.Second)
+	if d := time.Since(start); d < 10*time.Second {
+		t.Errorf("Timeout after %v, before the 10s pullTimeout", d)
+	}
+	t.Logf("status: %s %s: %s", got.State, got.Reason, got.Message)
+	if f.Nodes[node].Present(t, big) {
+		t.Errorf("%s present after its pull timed out", big)
+	}
+}
