@@ -403,7 +403,7 @@ func iwCond(st warmv1.ImageWarmStatus, typ string, status metav1.ConditionStatus
 func iwNodeSeries(t *testing.T, name string) int {
 	t.Helper()
 	n := 0
-	iwEachSeries(t, "warmer_imagewarm_nodes", "name", name, func(float64) { n++ })
+	iwEachSeries(t, "warmer_imagewarm_nodes", "imagewarm", name, func(float64) { n++ })
 	return n
 }
 

@@ -20,7 +20,10 @@ const (
 // The status controller's metrics. Only imageWarmNodes is labelled per
 // ImageWarm: the controller runs once per cluster and ImageWarms are few, so
 // its series are bounded by them (and deleted with them); nothing is labelled
-// by node or image.
+// by node or image. The labels are imagewarm_namespace and imagewarm, not
+// namespace and name, because scrape configurations (and the Prometheus
+// Operator) put the Pod's own namespace into a target label called
+// namespace, which would rename ours to exported_namespace.
 var (
 	imageWarmStatusWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "warmer_imagewarm_status_writes_total",
@@ -36,7 +39,7 @@ var (
 	imageWarmNodes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "warmer_imagewarm_nodes",
 		Help: "Nodes an ImageWarm selects, by state: matching, ready, pulling, failed, not_reporting.",
-	}, []string{"namespace", "name", "state"})
+	}, []string{"imagewarm_namespace", "imagewarm", "state"})
 )
 
 func init() {
@@ -61,5 +64,5 @@ func recordImageWarmNodes(namespace, name string, n warmv1.NodeCounts) {
 
 // forgetImageWarmNodes drops a deleted ImageWarm's series.
 func forgetImageWarmNodes(namespace, name string) {
-	imageWarmNodes.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
+	imageWarmNodes.DeletePartialMatch(prometheus.Labels{"imagewarm_namespace": namespace, "imagewarm": name})
 }

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs what the test bed runs as real processes and is not built from Go
-# sources: containerd (with its CRI plugin) and docker-registry, from the
+# sources: containerd (with its CRI plugin), docker-registry and prometheus
+# (the server that scrapes the agents in test/monitoring), from the
 # distribution's packages. Skips what is already installed.
 set -euo pipefail
 
 missing=()
 command -v containerd >/dev/null || missing+=(containerd)
 command -v docker-registry >/dev/null || missing+=(docker-registry)
+command -v prometheus >/dev/null || missing+=(prometheus)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" != 0 ]; then
