@@ -102,14 +102,19 @@ func TestBackOffResetOnCredentialChange(t *testing.T) {
 
 func TestNoBackOffForCancelAndDisk(t *testing.T) {
 	for _, c := range []Class{"", ClassCanceled, ClassDiskPressure, ClassInvalidImageName} {
-		if backsOff(c) {
+		// Attempts 0: the runtime was never called (the disk guard refused).
+		if backsOff(Result{Class: c}) {
 			t.Errorf("%q backs off", c)
 		}
 	}
 	for _, c := range []Class{ClassNotFound, ClassUnauthorized, ClassRegistryUnavailable, ClassRateLimited, ClassTimeout, ClassErrImagePull, ClassNoMatchingPlatform, ClassSignatureValidationFailed} {
-		if !backsOff(c) {
+		if !backsOff(Result{Class: c, Attempts: 1}) {
 			t.Errorf("%q does not back off", c)
 		}
+	}
+	// The runtime ran out of space during a pull the guard let through.
+	if !backsOff(Result{Class: ClassDiskPressure, Attempts: 1}) {
+		t.Error("a runtime out of space does not back off")
 	}
 }
 

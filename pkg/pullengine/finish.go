@@ -4,13 +4,20 @@ import (
 	"container/heap"
 )
 
-// backsOff reports whether a failure of class c should delay the next
-// attempt. Cancellations and disk pressure say nothing about the image,
-// and an invalid name never reaches the runtime.
-func backsOff(c Class) bool {
-	switch c {
-	case "", ClassCanceled, ClassDiskPressure, ClassInvalidImageName:
+// backsOff reports whether a failed result should delay the next attempt.
+// Cancellations say nothing about the image, and an invalid name never
+// reaches the runtime. Neither does a pull the disk guard refused: it waits
+// for the guard's next reading instead. But when the runtime itself ran out
+// of space, the guard had let the pull start and would let the next one
+// start too (the partial layers are gone again by then): without a
+// back-off the image was pulled again at once, dozens of times a second on
+// the test bed, each attempt downloading layers that cannot fit.
+func backsOff(res Result) bool {
+	switch res.Class {
+	case "", ClassCanceled, ClassInvalidImageName:
 		return false
+	case ClassDiskPressure:
+		return res.Attempts > 0
 	}
 	return true
 }
@@ -26,7 +33,7 @@ func (e *Engine) finish(j *job, res Result) {
 	switch {
 	case res.Succeeded():
 		e.backoff.reset(j.backoffKey)
-	case backsOff(res.Class):
+	case backsOff(res):
 		res.RetryAt = e.backoff.failed(j.backoffKey)
 	}
 	if res.Class == ClassCanceled {
