@@ -46,7 +46,12 @@ func via(img testbed.Image, reg *testbed.Registry, p *testbed.FaultProxy) string
 // the subtest, so that its failing pulls stop competing with the next.
 func warm(t *testing.T, f *testbed.Fleet, name string, timeout time.Duration, refs ...string) {
 	t.Helper()
-	iw := testbed.NewWarm(ns, name, nil, refs...)
+	create(t, f, testbed.NewWarm(ns, name, nil, refs...), timeout)
+}
+
+// create creates iw with a pullTimeout, if any, and deletes it at cleanup.
+func create(t *testing.T, f *testbed.Fleet, iw *warmv1.ImageWarm, timeout time.Duration) {
+	t.Helper()
 	if timeout > 0 {
 		iw.Spec.PullTimeout = &metav1.Duration{Duration: timeout}
 	}

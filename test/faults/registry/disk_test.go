@@ -1,0 +1,126 @@
+package registry
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/test/testbed"
+)
+
+// diskSize is the image filesystem of the disk nodes: a real tmpfs, small
+// enough to fill in a test.
+const diskSize = 64 * testbed.MB
+
+// TestDiskPressure gives each node's containerd a 64 MB image filesystem
+// and the agents a 50 % threshold.
+func TestDiskPressure(t *testing.T) {
+	f := testbed.StartFleet(t, map[string]map[string]string{"node-fill": nil, "node-enospc": nil}, testbed.FleetOptions{
+		AgentFlags: agentFlags("--image-fs-threshold-percent=50"),
+		Containerd: func(string) []testbed.ContainerdOption {
+			return []testbed.ContainerdOption{testbed.WithImageFilesystemSize(diskSize)}
+		},
+	})
+	reg := testbed.StartRegistry(t, testbed.RegistryOptions{Name: "disk"})
+
+	t.Run("guard holds pulls above the threshold and resumes when space is freed", func(t *testing.T) {
+		testGuard(t, f, reg, "node-fill")
+	})
+	t.Run("runtime out of space mid-pull", func(t *testing.T) { testOutOfSpace(t, f, reg, "node-enospc") })
+}
+
+// testGuard fills the filesystem to 62 % with a file: the agent must not
+// pull at all, and must pull once the file is gone.
+func testGuard(t *testing.T, f *testbed.Fleet, reg *testbed.Registry, node string) {
+	n := f.Nodes[node]
+	filler := n.Containerd.Fill(40 * testbed.MB)
+	p := testbed.StartFaultProxy(t, reg.Host)
+	ref := via(reg.PushRandom(t, "disk/fill:v1", testbed.ImageOptions{LayerSize: testbed.MB}), reg, p)
+	warmOn(t, f, "fill", node, 0, ref)
+	got := waitReason(t, f, node, ref, "DiskPressure", 60*time.Second)
+	t.Logf("status: %s %s: %s", got.State, got.Reason, got.Message)
+	if fs := imageFS(t, f, node); fs == nil || fs.UsedPercent <= 50 {
+		t.Errorf("NodeWarm image filesystem %+v, want above 50 %%", fs)
+	}
+	// Held back, not failing: the registry is never asked.
+	time.Sleep(5 * time.Second)
+	if r := p.Requests(); len(r) != 0 {
+		t.Fatalf("the registry was asked %d times under disk pressure: %+v", len(r), r)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	freed := time.Now()
+	// The guard rereads the filesystem every 10 s.
+	waitPresent(t, f, node, ref, 60*time.Second)
+	t.Logf("pulled %v after the space was freed", time.Since(freed).Round(100*time.Millisecond))
+}
+
+// testOutOfSpace warms an image that cannot fit: the filesystem is nearly
+// empty, so the guard lets the pull start, and the runtime runs out of
+// space unpacking it. The agent must then back off like after any failed
+// pull, not pull again at once (it did, dozens of times a second, before
+// runtime out-of-space failures started a back-off).
+func testOutOfSpace(t *testing.T, f *testbed.Fleet, reg *testbed.Registry, node string) {
+	p := testbed.StartFaultProxy(t, reg.Host)
+	// 40 MB of content plus 40 MB unpacked: more than the 64 MB there are.
+	ref := via(reg.PushRandom(t, "disk/huge:v1", testbed.ImageOptions{LayerSize: 40 * testbed.MB}), reg, p)
+	warmOn(t, f, "huge", node, 0, ref)
+	got := waitReason(t, f, node, ref, "DiskPressure", 60*time.Second)
+	t.Logf("status: %s %s: %s", got.State, got.Reason, got.Message)
+	note, err := failedEvent(t, f, "huge", "DiskPressure")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(note, "no space left on device") {
+		t.Errorf("first DiskPressure failure is not the runtime's: %s", note)
+	}
+	const watch = 20 * time.Second
+	time.Sleep(watch)
+	// Each pull resolves the tag with one HEAD; none is repeated at once
+	// on this failure, so HEADs are pulls that reached the registry.
+	var heads []time.Time
+	for _, r := range p.Requests() {
+		if r.Method == "HEAD" && strings.Contains(r.Path, "/manifests/") {
+			heads = append(heads, r.At)
+		}
+	}
+	pulls := f.Nodes[node].Metric(t, "warmer_image_pulls_total", `reason="DiskPressure"`)
+	t.Logf("in about %v: %d pulls reached the registry, %v counted with reason DiskPressure", watch, len(heads), pulls)
+	// 1, 2, 4, 4, 4 ... s of back-off: at most 7 in the time, with the
+	// guard refusing some of them before the registry is asked.
+	if len(heads) > 8 || pulls > 8 {
+		t.Errorf("%d pulls reached the registry, %v counted, in about %v: not backing off", len(heads), pulls, watch)
+	}
+	for i := 1; i < len(heads); i++ {
+		if gap := heads[i].Sub(heads[i-1]); gap < backOffInitial-50*time.Millisecond {
+			t.Errorf("pull %d came %v after the previous one, within the back-off", i+1, gap)
+		}
+	}
+	if f.Nodes[node].Present(t, ref) {
+		t.Errorf("%s present on a filesystem it cannot fit", ref)
+	}
+}
+
+// warmOn is warm for one node.
+func warmOn(t *testing.T, f *testbed.Fleet, name, node string, timeout time.Duration, refs ...string) {
+	t.Helper()
+	iw := testbed.NewWarm(ns, name, map[string]warmv1.LabelValue{corev1.LabelHostname: warmv1.LabelValue(node)}, refs...)
+	create(t, f, iw, timeout)
+}
+
+// imageFS is the node's image filesystem as its NodeWarm reports it.
+func imageFS(t *testing.T, f *testbed.Fleet, node string) *warmv1.ImageFilesystem {
+	t.Helper()
+	var nw warmv1.NodeWarm
+	if err := f.CP.Client.Get(context.Background(), types.NamespacedName{Name: node}, &nw); err != nil {
+		t.Fatal(err)
+	}
+	return nw.Status.ImageFilesystem
+}
