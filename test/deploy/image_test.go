@@ -78,7 +78,7 @@ func TestImageBuildsStaticStampedBinary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer e.Close()
+	defer func() { _ = e.Close() }()
 	for _, p := range e.Progs {
 		if p.Type == elf.PT_INTERP {
 			t.Error("the binary asks for a dynamic loader; distroless/static has none")
