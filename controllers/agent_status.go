@@ -28,8 +28,10 @@ func (a *NodeAgent) report(ctx context.Context, node *corev1.Node, nw *warmv1.No
 	status := a.buildStatusLocked(ctx, d, p, statuses, metav1.NewTime(now))
 	a.mu.Unlock()
 	status.Runtime = a.Runtime
-	status.ImageFilesystem = imageFilesystem(a.Engine.DiskUsage(ctx))
+	disk := a.Engine.DiskUsage(ctx)
+	status.ImageFilesystem = imageFilesystem(disk)
 	status.Conditions = runtimeCondition(nw.Status.Conditions, metav1.ConditionTrue, "RuntimeAnswering", "The container runtime answers CRI calls")
+	status.Conditions = diskCondition(status.Conditions, disk)
 	setGauges(status)
 
 	next := a.nextPass(d, statuses, now)

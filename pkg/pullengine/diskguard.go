@@ -34,6 +34,10 @@ type DiskUsage struct {
 	// Percent is the used share of the filesystem, as the kubelet's image
 	// GC computes it (100 - available*100/capacity).
 	Percent int
+	// ThresholdPercent is the guard's threshold; Pressure says that the
+	// level is known and above it, so the guard holds pulls back.
+	ThresholdPercent int
+	Pressure         bool
 }
 
 // statfsFunc returns a filesystem's capacity and space available to
@@ -72,7 +76,7 @@ func (g *diskGuard) check(ctx context.Context) (DiskUsage, bool) {
 		return DiskUsage{}, false
 	}
 	u := g.usage(ctx)
-	return u, u.Known && u.Percent > g.threshold
+	return u, u.Pressure
 }
 
 // usage returns the cached reading, refreshing it when older than interval.
@@ -84,6 +88,8 @@ func (g *diskGuard) usage(ctx context.Context) DiskUsage {
 		return g.reading
 	}
 	g.reading, g.readAt = g.read(ctx), now
+	g.reading.ThresholdPercent = g.threshold
+	g.reading.Pressure = g.reading.Known && g.threshold < 100 && g.reading.Percent > g.threshold
 	return g.reading
 }
 

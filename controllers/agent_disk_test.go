@@ -1,0 +1,40 @@
+package controllers
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/warmer-dev/warmer/pkg/pullengine"
+)
+
+func TestDiskCondition(t *testing.T) {
+	runtime := metav1.Condition{Type: ConditionRuntimeReady, Status: metav1.ConditionTrue, Reason: "RuntimeAnswering"}
+	tests := []struct {
+		name   string
+		u      pullengine.DiskUsage
+		status metav1.ConditionStatus
+		reason string
+	}{
+		{"unknown", pullengine.DiskUsage{}, metav1.ConditionUnknown, "LevelUnknown"},
+		{"below", pullengine.DiskUsage{Known: true, Mountpoint: "/var/lib/containerd", Percent: 40, ThresholdPercent: 80}, metav1.ConditionFalse, "BelowThreshold"},
+		{"above", pullengine.DiskUsage{Known: true, Mountpoint: "/var/lib/containerd", Percent: 90, ThresholdPercent: 80, Pressure: true}, metav1.ConditionTrue, "AboveThreshold"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := diskCondition([]metav1.Condition{runtime}, tt.u)
+			c := meta.FindStatusCondition(got, ConditionDiskPressure)
+			if c == nil || c.Status != tt.status || c.Reason != tt.reason {
+				t.Fatalf("condition %+v, want %s %s", c, tt.status, tt.reason)
+			}
+			if tt.u.Known && !strings.Contains(c.Message, tt.u.Mountpoint) {
+				t.Errorf("message %q does not name the filesystem", c.Message)
+			}
+			if meta.FindStatusCondition(got, ConditionRuntimeReady) == nil || len(got) != 2 {
+				t.Errorf("other conditions not kept: %+v", got)
+			}
+		})
+	}
+}
