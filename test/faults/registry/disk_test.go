@@ -2,12 +2,15 @@ package registry
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
@@ -45,9 +48,10 @@ func testGuard(t *testing.T, f *testbed.Fleet, reg *testbed.Registry, node strin
 	warmOn(t, f, "fill", node, 0, ref)
 	got := waitReason(t, f, node, ref, "DiskPressure", 60*time.Second)
 	t.Logf("status: %s %s: %s", got.State, got.Reason, got.Message)
-	if fs := imageFS(t, f, node); fs == nil || fs.UsedPercent <= 50 {
+	if fs, _ := nodeWarmDisk(t, f, node); fs == nil || fs.UsedPercent <= 50 {
 		t.Errorf("NodeWarm image filesystem %+v, want above 50 %%", fs)
 	}
+	waitDiskCondition(t, f, node, metav1.ConditionTrue)
 	// Held back, not failing: the registry is never asked.
 	time.Sleep(5 * time.Second)
 	if r := p.Requests(); len(r) != 0 {
@@ -60,6 +64,7 @@ func testGuard(t *testing.T, f *testbed.Fleet, reg *testbed.Registry, node strin
 	// The guard rereads the filesystem every 10 s.
 	waitPresent(t, f, node, ref, 60*time.Second)
 	t.Logf("pulled %v after the space was freed", time.Since(freed).Round(100*time.Millisecond))
+	waitDiskCondition(t, f, node, metav1.ConditionFalse)
 }
 
 // testOutOfSpace warms an image that cannot fit: the filesystem is nearly
@@ -115,12 +120,24 @@ func warmOn(t *testing.T, f *testbed.Fleet, name, node string, timeout time.Dura
 	create(t, f, iw, timeout)
 }
 
-// imageFS is the node's image filesystem as its NodeWarm reports it.
-func imageFS(t *testing.T, f *testbed.Fleet, node string) *warmv1.ImageFilesystem {
+// nodeWarmDisk is the node's image filesystem and DiskPressure condition as
+// its NodeWarm reports them.
+func nodeWarmDisk(t *testing.T, f *testbed.Fleet, node string) (*warmv1.ImageFilesystem, *metav1.Condition) {
 	t.Helper()
 	var nw warmv1.NodeWarm
 	if err := f.CP.Client.Get(context.Background(), types.NamespacedName{Name: node}, &nw); err != nil {
 		t.Fatal(err)
 	}
-	return nw.Status.ImageFilesystem
+	return nw.Status.ImageFilesystem, meta.FindStatusCondition(nw.Status.Conditions, "DiskPressure")
+}
+
+// waitDiskCondition waits for the NodeWarm's DiskPressure condition.
+func waitDiskCondition(t *testing.T, f *testbed.Fleet, node string, want metav1.ConditionStatus) {
+	t.Helper()
+	testbed.Eventually(t, 30*time.Second, "DiskPressure condition "+string(want), func() error {
+		if _, c := nodeWarmDisk(t, f, node); c == nil || c.Status != want {
+			return fmt.Errorf("condition %+v", c)
+		}
+		return nil
+	})
 }
