@@ -1,12 +1,17 @@
 package monitoring
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 
 	"github.com/warmer-dev/warmer/test/testbed"
 )
@@ -86,4 +91,39 @@ func checkDashboard(t *testing.T, prom *testbed.Prometheus) {
 			t.Errorf("variable %s: %q found no series (%v)", v.Name, q, err)
 		}
 	}
+}
+
+// checkRules checks that Prometheus loaded every rule of
+// config/prometheus/rules.yaml and evaluated each without error. The
+// NotFound failure the test caused is under the failing-nodes alert's 30
+// minutes, so that alert must be pending, not absent.
+func checkRules(t *testing.T, prom *testbed.Prometheus) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	testbed.Eventually(t, 20*time.Second, "rules evaluated", func() error {
+		rules, err := prom.API.Rules(ctx, nil)
+		if err != nil {
+			return err
+		}
+		n := 0
+		for _, g := range rules.Groups {
+			for _, r := range g.Rules {
+				a, ok := r.(promv1.AlertingRule)
+				if !ok {
+					continue
+				}
+				n++
+				if a.Health != promv1.RuleHealthGood {
+					return fmt.Errorf("rule %s: health %s: %s", a.Name, a.Health, a.LastError)
+				}
+				if a.Name == "WarmerImageWarmFailing" && a.State != "pending" {
+					return fmt.Errorf("WarmerImageWarmFailing is %q, want pending after a NotFound", a.State)
+				}
+			}
+		}
+		if n != 4 {
+			return fmt.Errorf("%d alerting rules loaded, want 4", n)
+		}
+		return nil
+	})
 }

@@ -91,6 +91,7 @@ func TestPrometheusScrapesAgent(t *testing.T) {
 	})
 
 	t.Run("dashboard queries evaluate", func(t *testing.T) { checkDashboard(t, prom) })
+	t.Run("alerting rules load and evaluate", func(t *testing.T) { checkRules(t, prom) })
 }
 
 // standIns creates Pod objects that stand for the agent's and the
@@ -154,6 +155,7 @@ func promConfig(t *testing.T, sdFile string) string {
 		job["file_sd_configs"] = []any{map[string]any{"files": []any{sdFile}}}
 	}
 	cfg["global"] = map[string]any{"scrape_interval": "1s", "evaluation_interval": "1s"}
+	cfg["rule_files"] = []any{filepath.Join(testbed.RepoRoot(t), "config", "prometheus", "rules.yaml")}
 	out, err := yaml.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)
