@@ -1,0 +1,205 @@
+package v1alpha1_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/warmer-dev/warmer/test/testbed"
+)
+
+// badInputCase is one spec the API server must refuse, with fragments its
+// message must contain: the field path first, then what is wrong.
+type badInputCase struct {
+	name, spec string
+	want       []string
+}
+
+// sel wraps a nodeSelector in a spec with one good image.
+func sel(s string) string { return `{"images":["nginx"],"nodeSelector":` + s + `}` }
+
+// secrets wraps imagePullSecrets in a spec with one good image.
+func secrets(s string) string { return `{"images":["nginx"],"imagePullSecrets":` + s + `}` }
+
+// img is a spec with the given JSON-quoted references.
+func img(refs ...string) string {
+	b, err := json.Marshal(refs)
+	if err != nil {
+		panic(err)
+	}
+	return `{"images":` + string(b) + `}`
+}
+
+const match = "should match"
+
+// referenceCases widen api_test.go's reference cases: white space, unicode,
+// digests, tags, separators and lengths at their edges.
+var referenceCases = []badInputCase{
+	{"only a space", img(" "), []string{"spec.images[0]", match}},
+	{"leading space", img(" nginx"), []string{"spec.images[0]", match}},
+	{"trailing space", img("nginx "), []string{"spec.images[0]", match}},
+	{"tab", img("nginx\t:1"), []string{"spec.images[0]", match}},
+	{"newline", img("nginx\n"), []string{"spec.images[0]", match}},
+	{"NUL byte", img("nginx\x00"), []string{"spec.images[0]", match}},
+	{"unicode in tag", img("nginx:1.0ü"), []string{"spec.images[0]", match}},
+	{"unicode registry", img("régistry.example/app"), []string{"spec.images[0]", match}},
+	{"emoji tag", img("nginx:🚀"), []string{"spec.images[0]", match}},
+	{"fullwidth letters", img("ｎｇｉｎｘ"), []string{"spec.images[0]", match}},
+	{"all upper case", img("NGINX"), []string{"spec.images[0]", match}},
+	{"upper case in a later path component", img("team/App:v1"), []string{"spec.images[0]", match}},
+	{"digest without algorithm", img("nginx@" + sha256Hex), []string{"spec.images[0]", match}},
+	{"sha256 digest of 63 hex", img("nginx@sha256:" + sha256Hex[:63]), []string{"spec.images[0]", match}},
+	{"sha256 digest of 65 hex", img("nginx@sha256:" + sha256Hex + "a"), []string{"spec.images[0]", match}},
+	{"non-hex digest", img("nginx@sha256:" + strings.Repeat("z", 64)), []string{"spec.images[0]", match}},
+	{"sha512 digest of sha256 length", img("nginx@sha512:" + sha256Hex), []string{"spec.images[0]", match}},
+	{"two digests", img("nginx@sha256:" + sha256Hex + "@sha256:" + sha256Hex), []string{"spec.images[0]", match}},
+	{"tag after digest", img("nginx@sha256:" + sha256Hex + ":v1"), []string{"spec.images[0]", match}},
+	{"empty tag before digest", img("nginx:@sha256:" + sha256Hex), []string{"spec.images[0]", match}},
+	{"empty digest", img("nginx@"), []string{"spec.images[0]", match}},
+	{"tag starting with a dot", img("nginx:.v1"), []string{"spec.images[0]", match}},
+	{"tag starting with a dash", img("nginx:-v1"), []string{"spec.images[0]", match}},
+	{"slash in tag", img("nginx:v1/x"), []string{"spec.images[0]", match}},
+	{"port not numeric", img("registry.example:abc/app"), []string{"spec.images[0]", match}},
+	{"URL scheme", img("https://registry.example/app"), []string{"spec.images[0]", match}},
+	{"trailing slash", img("nginx/"), []string{"spec.images[0]", match}},
+	{"double colon", img("nginx::v1"), []string{"spec.images[0]", match}},
+	{"component starting with a dash", img("team/-app"), []string{"spec.images[0]", match}},
+	{"component ending with a dash", img("team/app-"), []string{"spec.images[0]", match}},
+	{"two dots in a component", img("team/a..b"), []string{"spec.images[0]", match}},
+	{"three underscores", img("team/a___b"), []string{"spec.images[0]", match}},
+	{"only a tag", img(":v1"), []string{"spec.images[0]", match}},
+	{"only a digest", img("@sha256:" + sha256Hex), []string{"spec.images[0]", match}},
+	{"reference of 513 characters", img("registry.example/" + strings.Repeat("a", 496)), []string{"spec.images[0]", "512"}},
+	{"repository of 256 characters", img("registry.example/" + strings.Repeat("a", 239) + ":v1"), []string{"spec.images[0]", "at most 255 characters"}},
+	{"null reference", `{"images":[null]}`, []string{"spec.images[0]"}},
+	{"number as reference", `{"images":[42]}`, []string{"spec.images[0]", "string"}},
+	{"images not a list", `{"images":"nginx"}`, []string{"spec.images", "array"}},
+	{"three copies of one image", img("nginx", "redis", "nginx", "nginx"), []string{"spec.images[2]", "Duplicate value"}},
+	{"duplicate digest reference", img("nginx@sha256:"+sha256Hex, "nginx@sha256:"+sha256Hex), []string{"spec.images[1]", "Duplicate value"}},
+	{"a thousand images", `{"images":` + images(1000) + `}`, []string{"spec.images", "at most 100"}},
+}
+
+var selectorCases = []badInputCase{
+	{"too many expressions", sel(`{"matchExpressions":[` + strings.TrimSuffix(strings.Repeat(`{"key":"k","operator":"Exists"},`, 17), ",") + `]}`), []string{"spec.nodeSelector.matchExpressions", "at most 16"}},
+	{"too many values", sel(`{"matchExpressions":[{"key":"k","operator":"In","values":[` + strings.TrimSuffix(strings.Repeat(`"v",`, 65), ",") + `]}]}`), []string{"spec.nodeSelector.matchExpressions[0].values", "at most 64"}},
+	{"value too long", sel(`{"matchExpressions":[{"key":"k","operator":"In","values":["` + strings.Repeat("v", 64) + `"]}]}`), []string{"spec.nodeSelector.matchExpressions[0].values[0]", "63"}},
+	{"key name too long", sel(`{"matchExpressions":[{"key":"` + strings.Repeat("k", 64) + `","operator":"Exists"}]}`), []string{"spec.nodeSelector.matchExpressions[0].key", match}},
+	{"empty key", sel(`{"matchExpressions":[{"key":"","operator":"Exists"}]}`), []string{"spec.nodeSelector.matchExpressions[0].key"}},
+	{"upper-case key prefix", sel(`{"matchExpressions":[{"key":"Example.com/zone","operator":"Exists"}]}`), []string{"spec.nodeSelector.matchExpressions[0].key", match}},
+	{"two slashes in key", sel(`{"matchExpressions":[{"key":"a/b/c","operator":"Exists"}]}`), []string{"spec.nodeSelector.matchExpressions[0].key", match}},
+	{"NotIn without values", sel(`{"matchExpressions":[{"key":"zone","operator":"NotIn","values":[]}]}`), []string{"spec.nodeSelector.matchExpressions[0]", "values must be non-empty for In and NotIn"}},
+	{"DoesNotExist with values", sel(`{"matchExpressions":[{"key":"zone","operator":"DoesNotExist","values":["a"]}]}`), []string{"spec.nodeSelector.matchExpressions[0]", "absent for Exists and DoesNotExist"}},
+	{"lower-case operator", sel(`{"matchExpressions":[{"key":"zone","operator":"in","values":["a"]}]}`), []string{"spec.nodeSelector.matchExpressions[0].operator", "Unsupported value"}},
+	{"missing operator", sel(`{"matchExpressions":[{"key":"zone"}]}`), []string{"spec.nodeSelector.matchExpressions[0].operator", "Required"}},
+	{"missing key", sel(`{"matchExpressions":[{"operator":"Exists"}]}`), []string{"spec.nodeSelector.matchExpressions[0].key", "Required"}},
+	{"empty matchLabels key", sel(`{"matchLabels":{"":"a"}}`), []string{"spec.nodeSelector", "matchLabels keys must be valid label keys"}},
+	{"matchLabels key too long", sel(`{"matchLabels":{"` + strings.Repeat("k", 64) + `":"a"}}`), []string{"spec.nodeSelector", "matchLabels keys must be valid label keys"}},
+	{"matchLabels value too long", sel(`{"matchLabels":{"zone":"` + strings.Repeat("a", 64) + `"}}`), []string{"spec.nodeSelector.matchLabels.zone", "63"}},
+	{"matchLabels value starting with a dash", sel(`{"matchLabels":{"zone":"-a"}}`), []string{"spec.nodeSelector.matchLabels.zone", match}},
+	{"matchLabels value not a string", sel(`{"matchLabels":{"zone":1}}`), []string{"spec.nodeSelector.matchLabels.zone", "string"}},
+	{"unicode matchLabels value", sel(`{"matchLabels":{"zone":"zürich"}}`), []string{"spec.nodeSelector.matchLabels.zone", match}},
+	{"selector as a string", sel(`"zone=a"`), []string{"spec.nodeSelector", "object"}},
+}
+
+var secretAndOtherCases = []badInputCase{
+	{"empty secret name", secrets(`[{"name":""}]`), []string{"spec.imagePullSecrets[0].name"}},
+	{"secret without name", secrets(`[{}]`), []string{"spec.imagePullSecrets[0].name", "Required"}},
+	{"secret of another namespace as ns/name", secrets(`[{"name":"other/regcred"}]`), []string{"spec.imagePullSecrets[0].name", match}},
+	{"secret name too long", secrets(`[{"name":"` + strings.Repeat("a", 254) + `"}]`), []string{"spec.imagePullSecrets[0].name", "253"}},
+	{"upper-case secret name", secrets(`[{"name":"RegCred"}]`), []string{"spec.imagePullSecrets[0].name", match}},
+	{"secrets as a string", secrets(`"regcred"`), []string{"spec.imagePullSecrets", "array"}},
+	{"priority too low", `{"images":["nginx"],"priority":-1001}`, []string{"spec.priority", "greater than or equal to -1000"}},
+	{"priority not a number", `{"images":["nginx"],"priority":"high"}`, []string{"spec.priority", "integer"}},
+	{"suspend not a boolean", `{"images":["nginx"],"suspend":"yes"}`, []string{"spec.suspend", "boolean"}},
+	{"pullTimeout without unit", `{"images":["nginx"],"pullTimeout":"10"}`, []string{"spec.pullTimeout", match}},
+	{"negative refreshInterval", `{"images":["nginx"],"pullPolicy":"Always","refreshInterval":"-1h"}`, []string{"spec.refreshInterval", match}},
+	{"lower-case pullPolicy", `{"images":["nginx"],"pullPolicy":"always"}`, []string{"spec.pullPolicy", "Unsupported value"}},
+	{"empty pullPolicy", `{"images":["nginx"],"pullPolicy":""}`, []string{"spec.pullPolicy", "Unsupported value"}},
+}
+
+// TestAPIBadInput sends a real kube-apiserver (with the generated CRDs)
+// specs an agent could not act on, and checks that each is refused with a
+// message naming the field and the problem, so nothing of it reaches a node.
+func TestAPIBadInput(t *testing.T) {
+	cp := testbed.StartControlPlane(t)
+	groups := map[string][]badInputCase{"references": referenceCases, "selectors": selectorCases, "secrets and settings": secretAndOtherCases}
+	n := 0
+	for group, cases := range groups {
+		t.Run(group, func(t *testing.T) {
+			for _, c := range cases {
+				n++
+				name := fmt.Sprintf("bad-%d", n)
+				t.Run(c.name, func(t *testing.T) { expectInvalid(t, cp, name, c) })
+			}
+		})
+	}
+	if n < 60 {
+		t.Fatalf("only %d bad-input cases", n)
+	}
+	t.Run("accepted edge cases", func(t *testing.T) { testAcceptedEdges(t, cp) })
+	t.Run("a namespace beside a secret name is dropped", func(t *testing.T) { testSecretNamespaceDropped(t, cp) })
+}
+
+func expectInvalid(t *testing.T, cp *testbed.ControlPlane, name string, c badInputCase) {
+	t.Helper()
+	err := cp.Client.Create(context.Background(), imageWarm(t, name, c.spec))
+	if err == nil {
+		t.Fatalf("accepted %.200s", c.spec)
+	}
+	if !apierrors.IsInvalid(err) && !apierrors.IsBadRequest(err) {
+		t.Fatalf("want an Invalid or BadRequest error, got %v", err)
+	}
+	for _, w := range c.want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("message lacks %q:\n%.600v", w, err)
+		}
+	}
+}
+
+// testAcceptedEdges checks what must pass: a tag with a digest (pulled by the
+// digest), spellings the agent folds into one image, and the longest
+// references the bounds allow.
+func testAcceptedEdges(t *testing.T, cp *testbed.ControlPlane) {
+	cases := []struct{ name, spec string }{
+		{"tag plus digest", img("registry.example/app:v1@sha256:" + sha256Hex)},
+		{"sha384 and sha512 digests", img("app@sha384:"+strings.Repeat("b", 96), "app@sha512:"+strings.Repeat("c", 128))},
+		{"upper-case tag and registry host", img("Registry.Example:5000/app:V1.2-RC")},
+		{"spellings of one image", img("nginx", "nginx:latest", "docker.io/library/nginx", "docker.io/library/nginx:latest")},
+		{"repository of 255 characters", img("registry.example/" + strings.Repeat("a", 238) + ":v1")},
+		{"reference of 512 characters", img("registry.example/" + strings.Repeat("a", 230) + ":" + strings.Repeat("t", 128) + "@sha512:" + strings.Repeat("c", 128))},
+		{"tag of 128 characters", img("nginx:" + strings.Repeat("t", 128))},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if err := cp.Client.Create(context.Background(), imageWarm(t, fmt.Sprintf("edge-%d", i), c.spec)); err != nil {
+				t.Fatalf("rejected %.200s: %v", c.spec, err)
+			}
+		})
+	}
+}
+
+// testSecretNamespaceDropped: a secret reference has no namespace field; one
+// written anyway is pruned, so the agent can only look in the ImageWarm's
+// own namespace.
+func testSecretNamespaceDropped(t *testing.T, cp *testbed.ControlPlane) {
+	ctx := context.Background()
+	u := imageWarm(t, "secret-ns", secrets(`[{"name":"regcred","namespace":"kube-system"}]`))
+	if err := cp.Client.Create(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	got := &unstructured.Unstructured{}
+	got.SetGroupVersionKind(u.GroupVersionKind())
+	if err := cp.Client.Get(ctx, client.ObjectKeyFromObject(u), got); err != nil {
+		t.Fatal(err)
+	}
+	refs, _, _ := unstructured.NestedSlice(got.Object, "spec", "imagePullSecrets")
+	if len(refs) != 1 || fmt.Sprint(refs[0]) != "map[name:regcred]" {
+		t.Fatalf("stored imagePullSecrets %v, want only the name", refs)
+	}
+}
