@@ -29,6 +29,8 @@ type ControlPlane struct {
 	Client client.Client
 	// Kubeconfig is the path of an admin kubeconfig file, for kubectl.
 	Kubeconfig string
+	// AuditLog is the API server's audit log of Secret requests (JSON lines).
+	AuditLog string
 
 	env *envtest.Environment
 }
@@ -46,6 +48,7 @@ func StartControlPlane(t TB) *ControlPlane {
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: assets,
 	}
+	auditLog := enableSecretAudit(t, env)
 	cfg, err := env.Start()
 	abs, _ := filepath.EvalSymlinks(assets)
 	pids := childrenRunning(abs)
@@ -68,7 +71,7 @@ func StartControlPlane(t TB) *ControlPlane {
 			unguardGroup(pid)
 		}
 	})
-	cp := &ControlPlane{Config: cfg, env: env}
+	cp := &ControlPlane{Config: cfg, env: env, AuditLog: auditLog}
 	if cp.Client, err = client.New(cfg, client.Options{Scheme: Scheme()}); err != nil {
 		t.Fatal(err)
 	}
