@@ -52,7 +52,8 @@ func fuzzFleet(data []byte, text string) (*warmv1.ImageWarm, []metav1.PartialObj
 		iw.Spec.NodeSelector = iwZone("a")
 	}
 	iw.Spec.Suspend = fb.next(4) == 0
-	msg := text
+	// The API server hands out valid UTF-8 only: it replaces bad bytes.
+	msg := strings.ToValidUTF8(text, "\uFFFD")
 	if r := []rune(msg); len(r) > warmv1.MaxMessageLength {
 		msg = string(r[:warmv1.MaxMessageLength])
 	}
