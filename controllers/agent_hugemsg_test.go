@@ -116,19 +116,7 @@ func TestHugeRuntimeMessage(t *testing.T) {
 	fleet.Create(t, testbed.NewWarm("default", "huge", nil, bad, good))
 
 	testbed.Eventually(t, 60*time.Second, "NodeWarm: cut message, other image present", func() error {
-		img, err := fleet.NodeImage(name, bad)
-		if err != nil {
-			return err
-		}
-		if img.Reason != "RegistryUnavailable" || utf8.RuneCountInString(img.Message) > warmv1.MaxMessageLength ||
-			!utf8.ValidString(img.Message) || !strings.HasPrefix(img.Message, "failed to pull") || !strings.HasSuffix(img.Message, "…") {
-			return fmt.Errorf("reason %q, %d-rune message", img.Reason, utf8.RuneCountInString(img.Message))
-		}
-		other, err := fleet.NodeImage(name, good)
-		if err != nil || other.State != warmv1.ImagePresent {
-			return fmt.Errorf("other image %+v %v", other, err)
-		}
-		return nil
+		return checkHugeNodeWarm(fleet, name, bad, good)
 	})
 	testbed.Eventually(t, 60*time.Second, "ImageWarm: cut failure message", func() error {
 		st := fleet.ImageWarm(t, "default", "huge").Status
@@ -150,4 +138,25 @@ func TestHugeRuntimeMessage(t *testing.T) {
 	if agent.Exited() {
 		t.Fatalf("the agent exited:\n%s", agent.Log(40))
 	}
+}
+
+// checkHugeNodeWarm: the failing image's message is cut to the schema's
+// bound on a rune boundary, and the other image is present.
+func checkHugeNodeWarm(fleet *testbed.Fleet, node, bad, good string) error {
+	img, err := fleet.NodeImage(node, bad)
+	if err != nil {
+		return err
+	}
+	if img.Reason != "RegistryUnavailable" || utf8.RuneCountInString(img.Message) > warmv1.MaxMessageLength ||
+		!utf8.ValidString(img.Message) || !strings.HasPrefix(img.Message, "failed to pull") || !strings.HasSuffix(img.Message, "…") {
+		return fmt.Errorf("reason %q, %d-rune message", img.Reason, utf8.RuneCountInString(img.Message))
+	}
+	other, err := fleet.NodeImage(node, good)
+	if err != nil {
+		return err
+	}
+	if other.State != warmv1.ImagePresent {
+		return fmt.Errorf("other image %+v", other)
+	}
+	return nil
 }
