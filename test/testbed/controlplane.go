@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,6 +34,11 @@ type ControlPlane struct {
 	AuditLog string
 
 	env *envtest.Environment
+	// assets is KUBEBUILDER_ASSETS resolved; pids are the guarded process
+	// groups of etcd and kube-apiserver; dirs are removed after they stop.
+	assets string
+	pids   []int
+	dirs   []string
 }
 
 // StartControlPlane starts kube-apiserver and etcd from KUBEBUILDER_ASSETS,
@@ -63,15 +69,18 @@ func StartControlPlane(t TB) *ControlPlane {
 		_ = env.Stop()
 		t.Fatalf("starting kube-apiserver and etcd: %v", err)
 	}
+	cp := &ControlPlane{Config: cfg, env: env, AuditLog: auditLog, assets: abs, pids: pids}
 	t.Cleanup(func() {
 		if err := env.Stop(); err != nil {
 			t.Logf("stopping the control plane: %v", err)
 		}
-		for _, pid := range pids {
+		for _, pid := range cp.pids {
 			unguardGroup(pid)
 		}
+		for _, dir := range cp.dirs {
+			_ = os.RemoveAll(dir)
+		}
 	})
-	cp := &ControlPlane{Config: cfg, env: env, AuditLog: auditLog}
 	if cp.Client, err = client.New(cfg, client.Options{Scheme: Scheme()}); err != nil {
 		t.Fatal(err)
 	}
@@ -180,4 +189,71 @@ func (cp *ControlPlane) Kubectl(t TB, args ...string) (string, error) {
 	}
 	out, err := exec.Command(path, append([]string{"--kubeconfig", cp.Kubeconfig}, args...)...).CombinedOutput()
 	return string(out), err
+}
+
+// RestartAPIServer stops kube-apiserver gracefully and starts it again on
+// the same port, with the same serving and signing certificates and the same
+// etcd, as a control-plane restart or upgrade in place does: existing
+// kubeconfigs and clients keep working, and nothing stored is lost.
+func (cp *ControlPlane) RestartAPIServer(t TB) {
+	t.Helper()
+	api := cp.env.ControlPlane.APIServer
+	port := api.SecureServing.Port
+	// envtest removes a certificate directory it made itself when the API
+	// server stops, and a fresh start would mint a new serving CA that no
+	// kubeconfig trusts: keep a copy and start from it.
+	keep, err := os.MkdirTemp("/tmp", "wb-kcert-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	guardDir(keep)
+	cp.dirs = append(cp.dirs, keep)
+	if err := copyFiles(api.CertDir, keep); err != nil {
+		t.Fatalf("keeping the API server's certificates: %v", err)
+	}
+	if err := api.Stop(); err != nil {
+		t.Fatalf("stopping kube-apiserver: %v", err)
+	}
+	running := childrenRunning(cp.assets)
+	cp.pids = slices.DeleteFunc(cp.pids, func(pid int) bool {
+		if slices.Contains(running, pid) {
+			return false
+		}
+		unguardGroup(pid)
+		return true
+	})
+	api.CertDir = keep
+	if err := api.Start(); err != nil {
+		t.Fatalf("starting kube-apiserver again: %v", err)
+	}
+	for _, pid := range childrenRunning(cp.assets) {
+		if !slices.Contains(running, pid) {
+			guardGroup(pid)
+			cp.pids = append(cp.pids, pid)
+		}
+	}
+	if api.SecureServing.Port != port {
+		t.Fatal(fmt.Errorf("kube-apiserver came back on port %s, not %s", api.SecureServing.Port, port))
+	}
+}
+
+// copyFiles copies the regular files of src into dst.
+func copyFiles(src, dst string) error {
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -41,6 +41,8 @@ type Node struct {
 	Agent      *Process
 	// Metrics is the host:port of the agent's /metrics.
 	Metrics string
+	// Probe is the host:port of the agent's /healthz and /readyz.
+	Probe string
 
 	agentArgs []string
 }
@@ -84,9 +86,10 @@ func StartFleet(t TB, labels map[string]map[string]string, opts FleetOptions) *F
 		n.CRI = n.Containerd.ImageService(t)
 		f.CP.CreateNode(t, name, l)
 		n.Metrics = fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+		n.Probe = fmt.Sprintf("127.0.0.1:%d", FreePort(t))
 		n.agentArgs = append([]string{f.Bin, "agent", "--kubeconfig", f.CP.Kubeconfig, "--node-name", name,
 			"--container-runtime-endpoint", n.Containerd.Endpoint, "--metrics-bind-address", n.Metrics,
-			"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", FreePort(t))}, opts.AgentFlags...)
+			"--health-probe-bind-address", n.Probe}, opts.AgentFlags...)
 		n.Agent = StartProcess(t, "agent "+name, n.agentArgs...)
 		f.Nodes[name] = n
 	}

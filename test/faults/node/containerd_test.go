@@ -1,0 +1,71 @@
+package node
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/warmer-dev/warmer/test/testbed"
+)
+
+// TestContainerdKilledDuringPulls kills a node's containerd while the agent
+// has pulls under way, leaves it down a while, then starts it again.
+func TestContainerdKilledDuringPulls(t *testing.T) {
+	reg := testbed.StartRegistry(t, testbed.RegistryOptions{})
+	// 1 MB/s per connection: a 4 MB image takes about 4 s, so the kill
+	// finds pulls in flight.
+	slow := testbed.StartSlowProxy(t, reg.Host, 1<<20)
+	refs := through(pushSmall(t, reg, "crash/app", 4, 4*testbed.MB), reg, slow)
+	f := startFleet(t, map[string]map[string]string{"node-1": nil}, testbed.FleetOptions{})
+	n := f.Nodes["node-1"]
+	testbed.Eventually(t, 30*time.Second, "agent ready", func() error { return ready(n) })
+
+	f.Create(t, testbed.NewWarm(ns, "crash", nil, refs...))
+	waitPulling(t, f, "node-1", key(t, refs[0]))
+	n.Containerd.Kill()
+	killed := time.Now()
+
+	testbed.Eventually(t, 20*time.Second, "/readyz failing with the runtime down", func() error {
+		if ready(n) == nil {
+			return fmt.Errorf("still ready")
+		}
+		return nil
+	})
+	t.Logf("/readyz failed %v after the kill", time.Since(killed).Round(100*time.Millisecond))
+	testbed.Eventually(t, 30*time.Second, "RuntimeReady False in the NodeWarm", func() error {
+		if st, err := runtimeReady(f, "node-1"); err != nil || st != metav1.ConditionFalse {
+			return fmt.Errorf("RuntimeReady %q: %v", st, err)
+		}
+		return nil
+	})
+	// Down long enough for the agent to retry several passes against a
+	// missing socket.
+	time.Sleep(8 * time.Second)
+	if n.Agent.Exited() {
+		t.Fatalf("agent exited while containerd was down:\n%s", n.Agent.Log(30))
+	}
+	if ready(n) == nil {
+		t.Fatal("/readyz ready while containerd is down")
+	}
+
+	n.Containerd.Start()
+	restarted := time.Now()
+	testbed.Eventually(t, 60*time.Second, "/readyz ready again", func() error { return ready(n) })
+	t.Logf("/readyz ready %v after containerd restarted", time.Since(restarted).Round(100*time.Millisecond))
+	testbed.Eventually(t, 120*time.Second, "every image present after the restart", func() error { return n.AllPresent(t, refs...) })
+	t.Logf("all %d images present %v after containerd restarted", len(refs), time.Since(restarted).Round(100*time.Millisecond))
+	testbed.Eventually(t, 30*time.Second, "NodeWarm lists each image once, Present", func() error {
+		if st, err := runtimeReady(f, "node-1"); err != nil || st != metav1.ConditionTrue {
+			return fmt.Errorf("RuntimeReady %q: %v", st, err)
+		}
+		return listsExactly(f, "node-1", keys(t, refs), true)
+	})
+	if err := criConsistent(t, n); err != nil {
+		t.Error(err)
+	}
+	if n.Agent.Exited() {
+		t.Errorf("agent exited:\n%s", n.Agent.Log(30))
+	}
+}
