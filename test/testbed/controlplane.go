@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 	"slices"
+	"syscall"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -191,11 +193,13 @@ func (cp *ControlPlane) Kubectl(t TB, args ...string) (string, error) {
 	return string(out), err
 }
 
-// RestartAPIServer stops kube-apiserver gracefully and starts it again on
-// the same port, with the same serving and signing certificates and the same
-// etcd, as a control-plane restart or upgrade in place does: existing
-// kubeconfigs and clients keep working, and nothing stored is lost.
-func (cp *ControlPlane) RestartAPIServer(t TB) {
+// RestartAPIServer stops kube-apiserver and starts it again on the same
+// port, with the same serving and signing certificates and the same etcd,
+// as a control-plane restart or in-place upgrade does: existing kubeconfigs
+// and clients keep working, and nothing stored is lost. The API server gets
+// SIGTERM and, like a kubelet ending a static Pod, SIGKILL after grace: it
+// otherwise waits out --request-timeout (60 s) for open requests.
+func (cp *ControlPlane) RestartAPIServer(t TB, grace time.Duration) {
 	t.Helper()
 	api := cp.env.ControlPlane.APIServer
 	port := api.SecureServing.Port
@@ -211,30 +215,53 @@ func (cp *ControlPlane) RestartAPIServer(t TB) {
 	if err := copyFiles(api.CertDir, keep); err != nil {
 		t.Fatalf("keeping the API server's certificates: %v", err)
 	}
-	if err := api.Stop(); err != nil {
+	pid := cp.apiServerPid(t)
+	if err := endProcess(pid, grace); err != nil {
 		t.Fatalf("stopping kube-apiserver: %v", err)
 	}
-	running := childrenRunning(cp.assets)
-	cp.pids = slices.DeleteFunc(cp.pids, func(pid int) bool {
-		if slices.Contains(running, pid) {
-			return false
-		}
-		unguardGroup(pid)
-		return true
-	})
+	unguardGroup(pid)
+	cp.pids = slices.DeleteFunc(cp.pids, func(p int) bool { return p == pid })
+	// The process is gone; this only tidies envtest's bookkeeping.
+	_ = api.Stop()
 	api.CertDir = keep
 	if err := api.Start(); err != nil {
 		t.Fatalf("starting kube-apiserver again: %v", err)
 	}
-	for _, pid := range childrenRunning(cp.assets) {
-		if !slices.Contains(running, pid) {
-			guardGroup(pid)
-			cp.pids = append(cp.pids, pid)
-		}
-	}
+	pid = cp.apiServerPid(t)
+	guardGroup(pid)
+	cp.pids = append(cp.pids, pid)
 	if api.SecureServing.Port != port {
 		t.Fatal(fmt.Errorf("kube-apiserver came back on port %s, not %s", api.SecureServing.Port, port))
 	}
+}
+
+// apiServerPid finds the running kube-apiserver among envtest's processes.
+func (cp *ControlPlane) apiServerPid(t TB) int {
+	t.Helper()
+	for _, pid := range childrenRunning(cp.assets) {
+		if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil && filepath.Base(exe) == "kube-apiserver" {
+			return pid
+		}
+	}
+	t.Fatal("no kube-apiserver process found")
+	return 0
+}
+
+// endProcess sends pid SIGTERM, then SIGKILL after grace, and waits until
+// its parent (envtest) has reaped it.
+func endProcess(pid int, grace time.Duration) error {
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(grace)
+	for parentOf(pid) != 0 {
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			deadline = time.Now().Add(time.Hour)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil
 }
 
 // copyFiles copies the regular files of src into dst.
