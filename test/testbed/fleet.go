@@ -85,12 +85,12 @@ func StartFleet(t TB, labels map[string]map[string]string, opts FleetOptions) *F
 		n := &Node{Name: name, Containerd: StartContainerd(t, name, copts...)}
 		n.CRI = n.Containerd.ImageService(t)
 		f.CP.CreateNode(t, name, l)
-		n.Metrics = fmt.Sprintf("127.0.0.1:%d", FreePort(t))
-		n.Probe = fmt.Sprintf("127.0.0.1:%d", FreePort(t))
-		n.agentArgs = append([]string{f.Bin, "agent", "--kubeconfig", f.CP.Kubeconfig, "--node-name", name,
-			"--container-runtime-endpoint", n.Containerd.Endpoint, "--metrics-bind-address", n.Metrics,
-			"--health-probe-bind-address", n.Probe}, opts.AgentFlags...)
-		n.Agent = StartProcess(t, "agent "+name, n.agentArgs...)
+		n.Agent, n.Metrics, n.Probe = startListening(t, "agent "+name, func(metrics, probe string) []string {
+			n.agentArgs = append([]string{f.Bin, "agent", "--kubeconfig", f.CP.Kubeconfig, "--node-name", name,
+				"--container-runtime-endpoint", n.Containerd.Endpoint, "--metrics-bind-address", metrics,
+				"--health-probe-bind-address", probe}, opts.AgentFlags...)
+			return n.agentArgs
+		})
 		f.Nodes[name] = n
 	}
 	f.Controller = f.StartController(t)
@@ -110,12 +110,57 @@ func StartFleet(t TB, labels map[string]map[string]string, opts FleetOptions) *F
 // plane; StartFleet already started one.
 func (f *Fleet) StartController(t TB) *Process {
 	t.Helper()
-	f.ControllerMetrics = fmt.Sprintf("127.0.0.1:%d", FreePort(t))
-	args := append([]string{f.Bin, "controller", "--kubeconfig", f.CP.Kubeconfig,
-		"--leader-election-namespace", "default", "--min-status-interval", "300ms",
-		"--metrics-bind-address", f.ControllerMetrics,
-		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", FreePort(t))}, f.opts.ControllerFlags...)
-	return StartProcess(t, "controller", args...)
+	p, metrics, _ := startListening(t, "controller", func(metrics, probe string) []string {
+		return append([]string{f.Bin, "controller", "--kubeconfig", f.CP.Kubeconfig,
+			"--leader-election-namespace", "default", "--min-status-interval", "300ms",
+			"--metrics-bind-address", metrics, "--health-probe-bind-address", probe}, f.opts.ControllerFlags...)
+	})
+	f.ControllerMetrics = metrics
+	return p
+}
+
+// startListening starts a warmer process on the command line argv returns
+// for two loopback addresses, and waits until its /metrics and /healthz
+// answer. Another process may take a port FreePort picked before the child
+// binds it; then it starts again on new ports.
+func startListening(t TB, name string, argv func(metrics, probe string) []string) (p *Process, metrics, probe string) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		metrics, probe = fmt.Sprintf("127.0.0.1:%d", FreePort(t)), fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+		p = StartProcess(t, name, argv(metrics, probe)...)
+		err := waitListening(p, "http://"+metrics+"/metrics", "http://"+probe+"/healthz")
+		if err == nil {
+			return p, metrics, probe
+		}
+		if attempt == 3 || !strings.Contains(p.Log(5), "address already in use") {
+			t.Fatalf("%s: %v\n%s", name, err, p.Log(30))
+		}
+	}
+}
+
+// waitListening polls urls until each answers 200 or the process exits.
+func waitListening(p *Process, urls ...string) error {
+	deadline := time.Now().Add(60 * time.Second)
+	c := http.Client{Timeout: 2 * time.Second}
+	for _, u := range urls {
+		for {
+			if p.Exited() {
+				return fmt.Errorf("exited before %s answered", u)
+			}
+			resp, err := c.Get(u)
+			if err == nil {
+				_ = resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					break
+				}
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%s not answering: %v", u, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return nil
 }
 
 // RestartAgent starts the node's agent again with the same command line,
