@@ -1,0 +1,120 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/test/testbed"
+)
+
+// TestLabelFlapAndDeleteMidPull toggles the label that selects a node many
+// times in quick succession, and deletes an ImageWarm while its pulls run:
+// the node must end wanting exactly what the last label and the surviving
+// ImageWarms ask for.
+func TestLabelFlapAndDeleteMidPull(t *testing.T) {
+	reg := testbed.StartRegistry(t, testbed.RegistryOptions{})
+	slow := testbed.StartSlowProxy(t, reg.Host, 1<<20)
+	small := pushSmall(t, reg, "flap/app", 3, testbed.MB)
+	bulk := through(pushSmall(t, reg, "flap/bulk", 4, 8*testbed.MB), reg, slow)
+	f := startFleet(t, map[string]map[string]string{"node-1": {"pool": "web"}}, testbed.FleetOptions{})
+	web := []string{small[0].Ref, small[1].Ref}
+	batch := []string{small[2].Ref}
+	f.Create(t, testbed.NewWarm(ns, "web", map[string]warmv1.LabelValue{"pool": "web"}, web...))
+	f.Create(t, testbed.NewWarm(ns, "batch", map[string]warmv1.LabelValue{"pool": "batch"}, batch...))
+
+	for _, last := range []string{"web", "batch", "web"} {
+		start := time.Now()
+		flap(t, f, "node-1", 40, last)
+		want := map[string][]string{"web": web, "batch": batch}[last]
+		testbed.Eventually(t, 60*time.Second, "NodeWarm settles on pool="+last, func() error {
+			if err := listsExactly(f, "node-1", keys(t, want), true); err != nil {
+				return err
+			}
+			return warmsExactly(f, "node-1", last)
+		})
+		t.Logf("40 label flips ending on pool=%s settled %v after the first flip", last, time.Since(start).Round(100*time.Millisecond))
+		if err := f.Nodes["node-1"].AllPresent(t, want...); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	f.Create(t, testbed.NewWarm(ns, "bulk", map[string]warmv1.LabelValue{corev1.LabelHostname: "node-1"}, bulk...))
+	waitPulling(t, f, "node-1", key(t, bulk[0]))
+	if err := f.CP.Client.Delete(context.Background(), f.ImageWarm(t, ns, "bulk")); err != nil {
+		t.Fatal(err)
+	}
+	deleted := time.Now()
+	testbed.Eventually(t, 30*time.Second, "NodeWarm forgets the deleted ImageWarm's images", func() error {
+		if err := listsExactly(f, "node-1", keys(t, web), true); err != nil {
+			return err
+		}
+		return warmsExactly(f, "node-1", "web")
+	})
+	t.Logf("NodeWarm forgot the deleted ImageWarm %v after the delete", time.Since(deleted).Round(100*time.Millisecond))
+	// Long enough for a pull that was not cancelled to finish (8 MB at
+	// 1 MB/s would take 8 s, so a partial one would still be running, but
+	// the agent's next passes would have started any it had kept queued).
+	time.Sleep(3 * time.Second)
+	n := f.Nodes["node-1"]
+	for _, r := range bulk {
+		if n.Present(t, r) {
+			t.Errorf("%s was pulled although its ImageWarm was deleted mid-pull", r)
+		}
+	}
+	if c := n.Metric(t, "warmer_image_pulls_total", `reason="Canceled"`); c < 1 {
+		t.Errorf("no cancelled pull counted (%v)", c)
+	}
+	if c := n.Metric(t, "warmer_image_pulls_total", `result="success"`); c != 3 {
+		t.Errorf("%v successful pulls, want 3 (the small images, once each, however often the label flipped)", c)
+	}
+	if err := criConsistent(t, n); err != nil {
+		t.Error(err)
+	}
+}
+
+// flap sets the node's pool label to web and batch in turn, times times,
+// ending on last.
+func flap(t *testing.T, f *testbed.Fleet, node string, times int, last string) {
+	t.Helper()
+	other := map[string]string{"web": "batch", "batch": "web"}[last]
+	for i := range times {
+		v := other
+		if (times-i)%2 == 1 {
+			v = last
+		}
+		var n corev1.Node
+		if err := f.CP.Client.Get(context.Background(), types.NamespacedName{Name: node}, &n); err != nil {
+			t.Fatal(err)
+		}
+		n.Labels["pool"] = v
+		if err := f.CP.Client.Update(context.Background(), &n); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// warmsExactly checks the NodeWarm's list of applying ImageWarms.
+func warmsExactly(f *testbed.Fleet, node string, names ...string) error {
+	nw, err := nodeWarm(f, node)
+	if err != nil {
+		return err
+	}
+	var got []string
+	for _, w := range nw.Status.Warms {
+		got = append(got, w.Name)
+	}
+	slices.Sort(got)
+	slices.Sort(names)
+	if !slices.Equal(got, names) {
+		return fmt.Errorf("%s: NodeWarm names ImageWarms %v, want %v", node, got, names)
+	}
+	return nil
+}
