@@ -31,10 +31,17 @@ func (c *commonFlags) bind(fs *flag.FlagSet, metricsDefault, probeDefault string
 // restConfig builds the client configuration and sets up logging.
 func (c *commonFlags) restConfig() (*rest.Config, error) {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&c.zap)))
-	if c.kubeconfig != "" {
-		return clientcmd.BuildConfigFromFlags("", c.kubeconfig)
+	if c.kubeconfig == "" {
+		return ctrl.GetConfig()
 	}
-	return ctrl.GetConfig()
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
+	if err == nil && cfg.QPS == 0 {
+		// As ctrl.GetConfig does in a Pod: no client-side limit (the API
+		// server's priority and fairness applies), rather than client-go's
+		// default of 5 requests a second.
+		cfg.QPS = -1
+	}
+	return cfg, err
 }
 
 // newFlagSet makes a flag set that returns errors instead of printing and
