@@ -181,24 +181,29 @@ func contentComplete(ctx context.Context, n *testbed.Node) error {
 	return nil
 }
 
-// rss is a process's resident set size in bytes, from /proc.
+// rss is a process's resident set size in bytes.
 func rss(t *testing.T, pid int) int64 {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	v, err := rssOf(pid)
 	if err != nil {
 		t.Fatalf("reading the agent's memory: %v", err)
+	}
+	return v
+}
+
+// rssOf reads VmRSS from /proc/PID/status.
+func rssOf(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
 			kb, err := strconv.ParseInt(f[1], 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kb << 10
+			return kb << 10, err
 		}
 	}
-	t.Fatalf("no VmRSS for pid %d", pid)
-	return 0
+	return 0, fmt.Errorf("no VmRSS for pid %d", pid)
 }
 
 // pushSmall pushes n distinct images of size bytes under prefix.
