@@ -202,7 +202,7 @@ func (cp *ControlPlane) Kubectl(t TB, args ...string) (string, error) {
 func (cp *ControlPlane) RestartAPIServer(t TB, grace time.Duration) {
 	t.Helper()
 	api := cp.env.ControlPlane.APIServer
-	port := api.SecureServing.Port
+	port := api.Port
 	// envtest removes a certificate directory it made itself when the API
 	// server stops, and a fresh start would mint a new serving CA that no
 	// kubeconfig trusts: keep a copy and start from it.
@@ -230,8 +230,8 @@ func (cp *ControlPlane) RestartAPIServer(t TB, grace time.Duration) {
 	pid = cp.apiServerPid(t)
 	guardGroup(pid)
 	cp.pids = append(cp.pids, pid)
-	if api.SecureServing.Port != port {
-		t.Fatal(fmt.Errorf("kube-apiserver came back on port %s, not %s", api.SecureServing.Port, port))
+	if api.Port != port {
+		t.Fatal(fmt.Errorf("kube-apiserver came back on port %s, not %s", api.Port, port))
 	}
 }
 

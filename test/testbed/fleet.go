@@ -155,7 +155,7 @@ func waitListening(p *Process, urls ...string) error {
 				}
 			}
 			if time.Now().After(deadline) {
-				return fmt.Errorf("%s not answering: %v", u, err)
+				return fmt.Errorf("%s not answering before the deadline", u)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}

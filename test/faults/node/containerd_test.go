@@ -35,10 +35,7 @@ func TestContainerdKilledDuringPulls(t *testing.T) {
 	})
 	t.Logf("/readyz failed %v after the kill", time.Since(killed).Round(100*time.Millisecond))
 	testbed.Eventually(t, 30*time.Second, "RuntimeReady False in the NodeWarm", func() error {
-		if st, err := runtimeReady(f, "node-1"); err != nil || st != metav1.ConditionFalse {
-			return fmt.Errorf("RuntimeReady %q: %v", st, err)
-		}
-		return nil
+		return wantRuntimeReady(f, "node-1", metav1.ConditionFalse)
 	})
 	// Down long enough for the agent to retry several passes against a
 	// missing socket.
@@ -57,8 +54,8 @@ func TestContainerdKilledDuringPulls(t *testing.T) {
 	testbed.Eventually(t, 120*time.Second, "every image present after the restart", func() error { return n.AllPresent(t, refs...) })
 	t.Logf("all %d images present %v after containerd restarted", len(refs), time.Since(restarted).Round(100*time.Millisecond))
 	testbed.Eventually(t, 30*time.Second, "NodeWarm lists each image once, Present", func() error {
-		if st, err := runtimeReady(f, "node-1"); err != nil || st != metav1.ConditionTrue {
-			return fmt.Errorf("RuntimeReady %q: %v", st, err)
+		if err := wantRuntimeReady(f, "node-1", metav1.ConditionTrue); err != nil {
+			return err
 		}
 		return listsExactly(f, "node-1", keys(t, refs), true)
 	})

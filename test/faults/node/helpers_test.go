@@ -105,18 +105,21 @@ func ready(n *testbed.Node) error {
 	return nil
 }
 
-// runtimeReady is the NodeWarm's RuntimeReady condition status.
-func runtimeReady(f *testbed.Fleet, node string) (metav1.ConditionStatus, error) {
+// wantRuntimeReady checks the NodeWarm's RuntimeReady condition.
+func wantRuntimeReady(f *testbed.Fleet, node string, want metav1.ConditionStatus) error {
 	nw, err := nodeWarm(f, node)
 	if err != nil {
-		return "", err
+		return err
 	}
 	for _, c := range nw.Status.Conditions {
 		if c.Type == "RuntimeReady" {
-			return c.Status, nil
+			if c.Status != want {
+				return fmt.Errorf("%s: RuntimeReady %s (%s), want %s", node, c.Status, c.Reason, want)
+			}
+			return nil
 		}
 	}
-	return "", fmt.Errorf("%s: no RuntimeReady condition", node)
+	return fmt.Errorf("%s: no RuntimeReady condition", node)
 }
 
 // warmReady checks that an ImageWarm's status is Ready with nodes ready
