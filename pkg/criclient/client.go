@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -21,6 +22,15 @@ const (
 	// gRPC's own default (4 MiB) is the kubelet's reason for the same limit.
 	maxMsgSize = 16 << 20
 )
+
+// reconnect is how the connection comes back after the runtime went away
+// (a containerd restart or upgrade): the kubelet's settings. gRPC's own
+// back-off grows to 120 s, so an agent could stay unready for up to two
+// minutes after a long runtime outage had ended.
+var reconnect = grpc.ConnectParams{
+	Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 3 * time.Second},
+	MinConnectTimeout: 5 * time.Second,
+}
 
 // Config says where and how to reach the runtime.
 type Config struct {
@@ -61,6 +71,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithAuthority("localhost"),
 		grpc.WithContextDialer(dialer),
+		grpc.WithConnectParams(reconnect),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize)))
 	if err != nil {
 		return nil, fmt.Errorf("connecting to CRI endpoint %q: %w", endpoint, err)
