@@ -18,15 +18,18 @@ func TestAgentKilledMidPull(t *testing.T) {
 	reg := testbed.StartRegistry(t, testbed.RegistryOptions{})
 	slow := testbed.StartSlowProxy(t, reg.Host, 1<<20)
 	// Three small images come first and finish before the kill; the four
-	// slow ones (4 s each at 1 MB/s) are caught under way.
+	// slow ones (4 s each at 1 MB/s, three at a time) are caught under way.
 	fast := pushSmall(t, reg, "kill/fast", 3, testbed.MB)
 	refs := append(through(pushSmall(t, reg, "kill/slow", 4, 4*testbed.MB), reg, slow),
 		fast[0].Ref, fast[1].Ref, fast[2].Ref)
 	f := startFleet(t, map[string]map[string]string{"node-1": nil}, testbed.FleetOptions{})
 	n := f.Nodes["node-1"]
 
-	f.Create(t, testbed.NewWarm(ns, "kill", nil, refs...))
+	// The fast images are present before the slow ones start, so that the
+	// kill finds the slow ones under way and the fast ones done.
+	f.Create(t, testbed.NewWarm(ns, "fast", nil, refs[4:]...))
 	testbed.Eventually(t, 60*time.Second, "fast images present", func() error { return n.AllPresent(t, refs[4:]...) })
+	f.Create(t, testbed.NewWarm(ns, "slow", nil, refs[:4]...))
 	waitPulling(t, f, "node-1", key(t, refs[0]))
 	n.Agent.Kill()
 	// The runtime ends the pulls of a client that went away.

@@ -65,6 +65,13 @@ func TestContainerdKilledDuringPulls(t *testing.T) {
 	if err := criConsistent(t, n); err != nil {
 		t.Error(err)
 	}
+	// The pulls the crash cut short failed, and say so.
+	failed := f.Events(t, ns, "crash", "Failed")
+	if len(failed) == 0 {
+		t.Error("no Failed event for the pulls containerd's crash cut short")
+	} else {
+		t.Logf("%d Failed events, e.g. %q", len(failed), failed[0].Note)
+	}
 	if n.Agent.Exited() {
 		t.Errorf("agent exited:\n%s", n.Agent.Log(30))
 	}
