@@ -1,0 +1,196 @@
+package perf
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/warmer-dev/warmer/test/testbed"
+)
+
+// full says whether the long forms were asked for (BENCH_FULL=1): all
+// fleet sizes and the ten-minute idle period.
+func full() bool { return os.Getenv("BENCH_FULL") == "1" }
+
+// envDuration reads a duration from the environment, with a default.
+func envDuration(b *testing.B, name string, def time.Duration) time.Duration {
+	b.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		b.Fatalf("%s=%q: %v", name, v, err)
+	}
+	return d
+}
+
+// median is the middle value (the mean of the middle two for an even
+// count) of xs, which must not be empty.
+func median[T int64 | float64 | time.Duration](xs []T) T {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	mid := len(s) / 2
+	if len(s)%2 == 1 {
+		return s[mid]
+	}
+	return (s[mid-1] + s[mid]) / 2
+}
+
+// promSamples parses Prometheus text exposition into sample lines and
+// values; lines are kept whole (name and labels) so callers can match on
+// label fragments.
+func promSamples(r io.Reader) (map[string]float64, error) {
+	out := map[string]float64{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		out[line[:i]] = v
+	}
+	return out, sc.Err()
+}
+
+// sumSamples adds up the samples of metric whose label sets contain every
+// fragment.
+func sumSamples(s map[string]float64, metric string, fragments ...string) float64 {
+	var sum float64
+	for k, v := range s {
+		if !strings.HasPrefix(k, metric+"{") && k != metric {
+			continue
+		}
+		ok := true
+		for _, f := range fragments {
+			ok = ok && strings.Contains(k, f)
+		}
+		if ok {
+			sum += v
+		}
+	}
+	return sum
+}
+
+// apiMetrics scrapes the API server's /metrics.
+func apiMetrics(b *testing.B, cfg *rest.Config) map[string]float64 {
+	b.Helper()
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	body, err := cs.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		b.Fatalf("scraping the API server's metrics: %v", err)
+	}
+	s, err := promSamples(bytes.NewReader(body))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+// scrape reads a process's /metrics over loopback.
+func scrape(b *testing.B, hostport string) map[string]float64 {
+	b.Helper()
+	resp, err := http.Get("http://" + hostport + "/metrics")
+	if err != nil {
+		b.Fatalf("scraping %s: %v", hostport, err)
+	}
+	defer resp.Body.Close()
+	s, err := promSamples(resp.Body)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+// procStat is a process's CPU time and resident memory, from /proc.
+type procStat struct {
+	cpu time.Duration // user + system
+	rss int64         // bytes
+}
+
+// readProc reads /proc/<pid>/stat (utime, stime in clock ticks of 1/100 s
+// on Linux) and VmRSS from /proc/<pid>/status.
+func readProc(b *testing.B, pid int) procStat {
+	b.Helper()
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatalf("reading process %d: %v", pid, err)
+	}
+	// The command name may hold spaces: fields count from after ')'.
+	fields := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	st := procStat{cpu: time.Duration(utime+stime) * 10 * time.Millisecond}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") {
+			kb, _ := strconv.ParseInt(strings.Fields(line)[1], 10, 64)
+			st.rss = kb << 10
+		}
+	}
+	return st
+}
+
+// startAgent runs the built warmer agent for a node against a containerd,
+// with production defaults, and returns its /metrics address.
+func startAgent(b *testing.B, cp *testbed.ControlPlane, bin, node string, ctd *testbed.Containerd, extra ...string) (*testbed.Process, string) {
+	b.Helper()
+	metrics := fmt.Sprintf("127.0.0.1:%d", testbed.FreePort(b))
+	args := append([]string{bin, "agent", "--kubeconfig", cp.Kubeconfig, "--node-name", node,
+		"--container-runtime-endpoint", ctd.Endpoint, "--metrics-bind-address", metrics,
+		"--health-probe-bind-address", "0"}, extra...)
+	p := testbed.StartProcess(b, "agent "+node, args...)
+	b.Cleanup(func() {
+		if b.Failed() {
+			b.Logf("agent log:\n%s", p.Log(80))
+		}
+	})
+	return p, metrics
+}
+
+// eventually retries check every 50 ms until it returns nil, or fails the
+// benchmark after timeout.
+func eventually(b *testing.B, timeout time.Duration, what string, check func() error) {
+	b.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%s: not within %v: %v", what, timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

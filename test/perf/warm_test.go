@@ -1,0 +1,284 @@
+package perf
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/test/testbed"
+)
+
+// warmParallelism is the agent's default --max-parallel-image-pulls: the
+// direct CRI path pulls this many at a time too.
+const warmParallelism = 3
+
+// warmRound is one round's figures.
+type warmRound struct {
+	agent, direct, serial time.Duration
+	writes                float64 // NodeWarm status writes the agent made for the warm
+}
+
+// warmBed is one node with the real agent binary, a containerd and a
+// registry, against a real API server.
+type warmBed struct {
+	cp      *testbed.ControlPlane
+	cli     client.WithWatch
+	cri     runtimeapi.ImageServiceClient
+	node    string
+	metrics string // the agent's /metrics
+}
+
+// BenchmarkTimeToWarm times warming one node through the whole product:
+// an ImageWarm is created and the clock stops when the node's NodeWarm,
+// as a watch delivers it, says every image is present. That is set beside
+// the same pulls made straight through CRI at the agent's parallelism and
+// one at a time (the kubelet's default). Each round of each case starts
+// from a node without the images, no ImageWarm and a clean NodeWarm; the
+// agent and the direct path take turns going first. -benchtime Nx gives N
+// rounds.
+func BenchmarkTimeToWarm(b *testing.B) {
+	wb := startWarmBed(b)
+	reg := testbed.StartRegistry(b, testbed.RegistryOptions{Name: "perf"})
+	cases := []struct {
+		name string
+		imgs []testbed.Image
+	}{
+		{"10x20MB", pushMany(b, reg, "ten", 10, testbed.ImageOptions{LayerSize: 20 * testbed.MB})},
+		{"1x100MB", pushMany(b, reg, "big", 1, testbed.ImageOptions{LayerSize: 100 * testbed.MB})},
+		{"3layers", pushMany(b, reg, "layered", 1, testbed.ImageOptions{LayerSize: 10 * testbed.MB, Layers: 3})},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			// One untimed pass: the first pull of anything on a fresh
+			// containerd is slower, and would fall on one path alone.
+			wb.direct(b, c.imgs, warmParallelism)
+			var rounds []warmRound
+			for b.Loop() {
+				var r warmRound
+				if len(rounds)%2 == 0 {
+					r.agent, r.writes = wb.agent(b, c.imgs)
+					r.direct = wb.direct(b, c.imgs, warmParallelism)
+				} else {
+					r.direct = wb.direct(b, c.imgs, warmParallelism)
+					r.agent, r.writes = wb.agent(b, c.imgs)
+				}
+				r.serial = wb.direct(b, c.imgs, 1)
+				rounds = append(rounds, r)
+			}
+			reportWarmRounds(b, c.name, rounds)
+		})
+	}
+}
+
+func startWarmBed(b *testing.B) *warmBed {
+	b.Helper()
+	cp := testbed.StartControlPlane(b)
+	bin := testbed.BuildWarmer(b)
+	wb := &warmBed{cp: cp, node: "perf-node"}
+	ctd := testbed.StartContainerd(b, wb.node)
+	wb.cri = ctd.ImageService(b)
+	cp.CreateNode(b, wb.node, nil)
+	// The agent runs with its defaults: what a DaemonSet gets.
+	_, wb.metrics = startAgent(b, cp, bin, wb.node, ctd)
+	var err error
+	if wb.cli, err = client.NewWithWatch(cp.Config, client.Options{Scheme: testbed.Scheme()}); err != nil {
+		b.Fatal(err)
+	}
+	eventually(b, time.Minute, "the agent creates its NodeWarm", func() error {
+		return cp.Client.Get(context.Background(), types.NamespacedName{Name: wb.node}, &warmv1.NodeWarm{})
+	})
+	return wb
+}
+
+// pushMany pushes count distinct random images.
+func pushMany(b *testing.B, reg *testbed.Registry, prefix string, count int, o testbed.ImageOptions) []testbed.Image {
+	b.Helper()
+	imgs := make([]testbed.Image, count)
+	for i := range imgs {
+		imgs[i] = reg.PushRandom(b, fmt.Sprintf("perf/%s%d:v1", prefix, i), o)
+	}
+	return imgs
+}
+
+// agent times one warm through the agent: from creating the ImageWarm to
+// the watch event of the NodeWarm that lists every image present. It
+// returns the NodeWarm writes the agent made for it, counted by the
+// agent's own metric over the warm and a settling second after it (a
+// write after the result would be waste, and is counted), then cleans up.
+func (wb *warmBed) agent(b *testing.B, imgs []testbed.Image) (time.Duration, float64) {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	wb.removeAll(b, imgs)
+	before := wb.okWrites(b)
+	w, err := wb.cli.Watch(ctx, &warmv1.NodeWarmList{}, client.MatchingFields{"metadata.name": wb.node})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Stop()
+	refs := make([]string, len(imgs))
+	for i, img := range imgs {
+		refs[i] = img.Ref
+	}
+	iw := testbed.NewWarm("default", "perf", nil, refs...)
+	start := time.Now()
+	if err := wb.cp.Client.Create(ctx, iw); err != nil {
+		b.Fatal(err)
+	}
+	if err := waitAllPresent(w, len(imgs)); err != nil {
+		b.Fatal(err)
+	}
+	elapsed := time.Since(start)
+	time.Sleep(time.Second)
+	writes := wb.okWrites(b) - before
+	if err := wb.cp.Client.Delete(ctx, iw); err != nil {
+		b.Fatal(err)
+	}
+	wb.waitClean(b)
+	return elapsed, writes
+}
+
+// waitAllPresent reads watch events until a NodeWarm lists n images, all
+// present.
+func waitAllPresent(w watch.Interface, n int) error {
+	timeout := time.After(5 * time.Minute)
+	for {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return errors.New("NodeWarm watch closed")
+			}
+			nw, isNW := ev.Object.(*warmv1.NodeWarm)
+			if isNW && int(nw.Status.Desired) == n && int(nw.Status.Present) == n {
+				return nil
+			}
+		case <-timeout:
+			return errors.New("the NodeWarm never listed every image present")
+		}
+	}
+}
+
+// waitClean waits for the ImageWarm to be gone and the NodeWarm to want
+// nothing.
+func (wb *warmBed) waitClean(b *testing.B) {
+	b.Helper()
+	eventually(b, time.Minute, "a clean NodeWarm", func() error {
+		ctx := context.Background()
+		err := wb.cp.Client.Get(ctx, types.NamespacedName{Namespace: "default", Name: "perf"}, &warmv1.ImageWarm{})
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("ImageWarm still there (%v)", err)
+		}
+		var nw warmv1.NodeWarm
+		if err := wb.cp.Client.Get(ctx, types.NamespacedName{Name: wb.node}, &nw); err != nil {
+			return err
+		}
+		if nw.Status.Desired != 0 {
+			return fmt.Errorf("NodeWarm still wants %d images", nw.Status.Desired)
+		}
+		return nil
+	})
+}
+
+// okWrites is the agent's count of NodeWarm status writes that succeeded.
+func (wb *warmBed) okWrites(b *testing.B) float64 {
+	b.Helper()
+	return sumSamples(scrape(b, wb.metrics), "warmer_nodewarm_writes_total", `result="ok"`)
+}
+
+// direct times plain CRI PullImage calls, parallel at a time, from a
+// runtime without the images, and checks they are all there afterwards.
+func (wb *warmBed) direct(b *testing.B, imgs []testbed.Image, parallel int) time.Duration {
+	b.Helper()
+	wb.removeAll(b, imgs)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	refs := make(chan string, len(imgs))
+	for _, img := range imgs {
+		refs <- img.Ref
+	}
+	close(refs)
+	var wg sync.WaitGroup
+	errs := make([]error, parallel)
+	start := time.Now()
+	for w := range parallel {
+		wg.Go(func() {
+			for ref := range refs {
+				if _, err := wb.cri.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}}); err != nil {
+					errs[w] = errors.Join(errs[w], err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err := errors.Join(errs...); err != nil {
+		b.Fatalf("direct pulls: %v", err)
+	}
+	for _, img := range imgs {
+		resp, err := wb.cri.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: img.Ref}})
+		if err != nil || resp.Image == nil {
+			b.Fatalf("%s missing after the direct pulls (%v)", img.Ref, err)
+		}
+	}
+	return elapsed
+}
+
+// removeAll removes the images through CRI; containerd deletes content
+// and snapshots before it answers.
+func (wb *warmBed) removeAll(b *testing.B, imgs []testbed.Image) {
+	b.Helper()
+	for _, img := range imgs {
+		if _, err := wb.cri.RemoveImage(context.Background(), &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: img.Ref}}); err != nil {
+			b.Fatalf("removing %s: %v", img.Ref, err)
+		}
+	}
+}
+
+// reportWarmRounds prints the case's table and reports its medians.
+func reportWarmRounds(b *testing.B, name string, rounds []warmRound) {
+	b.Helper()
+	pick := func(f func(warmRound) time.Duration) []time.Duration {
+		out := make([]time.Duration, len(rounds))
+		for i, r := range rounds {
+			out[i] = f(r)
+		}
+		return out
+	}
+	agent := pick(func(r warmRound) time.Duration { return r.agent })
+	direct := pick(func(r warmRound) time.Duration { return r.direct })
+	serial := pick(func(r warmRound) time.Duration { return r.serial })
+	writes := make([]float64, len(rounds))
+	for i, r := range rounds {
+		writes[i] = r.writes
+	}
+	ratio := median(agent).Seconds() / median(direct).Seconds()
+	w := os.Stdout
+	fmt.Fprintf(w, "\nTime to warm %s, %d round(s): agent end to end vs direct CRI (%d in parallel)\n", name, len(rounds), warmParallelism)
+	fmt.Fprintf(w, "| %-38s | %8s | %8s | %8s |\n|%s|---------:|---------:|---------:|\n", "path", "median", "min", "max", "----------------------------------------")
+	row := func(label string, ds []time.Duration) {
+		fmt.Fprintf(w, "| %-38s | %7.3fs | %7.3fs | %7.3fs |\n", label, median(ds).Seconds(), slices.Min(ds).Seconds(), slices.Max(ds).Seconds())
+	}
+	row("agent: ImageWarm to NodeWarm Present", agent)
+	row(fmt.Sprintf("direct CRI, %d in parallel", warmParallelism), direct)
+	row("direct CRI, serial", serial)
+	fmt.Fprintf(w, "agent/direct %.3f; NodeWarm writes per warm: median %.0f, max %.0f\n\n", ratio, median(writes), slices.Max(writes))
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(median(agent).Seconds(), "agent-s")
+	b.ReportMetric(median(direct).Seconds(), "direct-s")
+	b.ReportMetric(median(serial).Seconds(), "serial-s")
+	b.ReportMetric(ratio, "agent/direct")
+	b.ReportMetric(slices.Max(writes), "nw-writes/warm")
+}
+
