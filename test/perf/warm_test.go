@@ -281,4 +281,3 @@ func reportWarmRounds(b *testing.B, name string, rounds []warmRound) {
 	b.ReportMetric(ratio, "agent/direct")
 	b.ReportMetric(slices.Max(writes), "nw-writes/warm")
 }
-
