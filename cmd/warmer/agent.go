@@ -9,13 +9,9 @@ import (
 	"os"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -144,18 +140,8 @@ func newAgentManager(cfg *rest.Config, f *agentFlags) (ctrl.Manager, error) {
 		Scheme:                 scheme(),
 		Metrics:                metricsserver.Options{BindAddress: f.metricsAddr},
 		HealthProbeBindAddress: f.probeAddr,
-		Cache: cache.Options{
-			// Only this node's Node is watched, not the fleet's.
-			ByObject: map[client.Object]cache.ByObject{
-				&corev1.Node{}: {Field: fields.OneTermEqualSelector("metadata.name", f.nodeName)},
-			},
-			DefaultTransform: cache.TransformStripManagedFields(),
-		},
-		Client: client.Options{Cache: &client.CacheOptions{
-			// Secrets are read with GET only, and the NodeWarm is this
-			// agent's own: neither gets an informer.
-			DisableFor: []client.Object{&corev1.Secret{}, &warmv1.NodeWarm{}},
-		}},
+		Cache:                  controllers.AgentCacheOptions(f.nodeName),
+		Client:                 controllers.AgentClientOptions(),
 	})
 }
 

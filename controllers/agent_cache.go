@@ -1,0 +1,33 @@
+package controllers
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+)
+
+// AgentCacheOptions are the cache settings of the agent's manager for the
+// named node: one agent runs on every node, so what it caches is paid for
+// N times over. Only its own Node is watched, and managed fields (often
+// the larger part of an object) are dropped from everything cached.
+func AgentCacheOptions(nodeName string) cache.Options {
+	return cache.Options{
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Node{}: {Field: fields.OneTermEqualSelector("metadata.name", nodeName)},
+		},
+		DefaultTransform: cache.TransformStripManagedFields(),
+	}
+}
+
+// AgentClientOptions are the client settings of the agent's manager.
+// Secrets are read with GET only (the agent may not list or watch them),
+// and the NodeWarm is this agent's own, kept in memory: neither gets an
+// informer.
+func AgentClientOptions() client.Options {
+	return client.Options{Cache: &client.CacheOptions{
+		DisableFor: []client.Object{&corev1.Secret{}, &warmv1.NodeWarm{}},
+	}}
+}

@@ -1,0 +1,116 @@
+package scale
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/controllers"
+	"github.com/warmer-dev/warmer/pkg/pullengine"
+)
+
+// Options shape the simulated agents. The agent settings are the
+// defaults of `warmer agent`.
+type Options struct {
+	// Config is the agents' identity on the API server. Give it the
+	// client-side rate limit a real agent has (cmd/warmer: none, QPS -1,
+	// leaving it to the server's priority and fairness).
+	Config *rest.Config
+	// Scheme knows warmer's types and the built-in ones.
+	Scheme *runtime.Scheme
+	// PullLatency is how long each fake pull takes.
+	PullLatency time.Duration
+}
+
+// Fleet is a set of running simulated agents.
+type Fleet struct {
+	// Runtimes are the agents' fake runtimes, by node name.
+	Runtimes map[string]*FakeRuntime
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	errs   []error
+}
+
+// Start runs one simulated agent per node name, each with its own
+// manager (cache, client, event recorder), as each would have in its own
+// Pod. Stop ends them.
+func Start(opts Options, nodes []string) (*Fleet, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &Fleet{Runtimes: map[string]*FakeRuntime{}, cancel: cancel}
+	for _, node := range nodes {
+		mgr, rt, err := newAgent(opts, node)
+		if err != nil {
+			f.Stop()
+			return nil, fmt.Errorf("agent %s: %w", node, err)
+		}
+		f.Runtimes[node] = rt
+		f.wg.Go(func() {
+			if err := mgr.Start(ctx); err != nil {
+				f.mu.Lock()
+				f.errs = append(f.errs, fmt.Errorf("agent %s: %w", node, err))
+				f.mu.Unlock()
+			}
+		})
+	}
+	return f, nil
+}
+
+// Stop stops every agent and returns the errors they ended with.
+func (f *Fleet) Stop() error {
+	f.cancel()
+	f.wg.Wait()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return errors.Join(f.errs...)
+}
+
+// newAgent wires one agent the way cmd/warmer's setupAgent does, with a
+// fake runtime in place of the CRI client, no metrics or probe listeners
+// (a thousand would need a thousand ports) and no leader election (an
+// agent has none).
+func newAgent(opts Options, node string) (ctrl.Manager, *FakeRuntime, error) {
+	skip := true // every agent names its controller "agent", as each Pod does
+	mgr, err := ctrl.NewManager(opts.Config, ctrl.Options{
+		Scheme:                 opts.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  controllers.AgentCacheOptions(node),
+		Client:                 controllers.AgentClientOptions(),
+		Controller:             config.Controller{SkipNameValidation: &skip},
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	rt := NewFakeRuntime(opts.PullLatency, 20<<20)
+	agent := &controllers.NodeAgent{
+		Client:           mgr.GetClient(),
+		APIReader:        mgr.GetAPIReader(),
+		Recorder:         mgr.GetEventRecorder("warmer-agent"),
+		NodeName:         node,
+		Runtime:          warmv1.RuntimeInfo{Name: "fake", Version: "0", Endpoint: "memory"},
+		ResyncPeriod:     time.Minute,
+		StatusLimiter:    flowcontrol.NewTokenBucketRateLimiter(0.5, 5),
+		ProgressInterval: 2 * time.Second,
+	}
+	engine := pullengine.New(rt, pullengine.Options{MaxParallelPulls: 3, RegistryQPS: 5, RegistryBurst: 10, Listener: agent})
+	agent.Engine = engine
+	if err := mgr.Add(engine); err != nil {
+		return nil, nil, err
+	}
+	if err := agent.SetupWithManager(mgr); err != nil {
+		return nil, nil, err
+	}
+	return mgr, rt, nil
+}

@@ -1,0 +1,97 @@
+package scale
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"sync"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/warmer-dev/warmer/pkg/pullengine"
+)
+
+// FakeRuntime is an in-memory CRI image service. It stands in for
+// containerd in the fleet simulation only: a thousand real containerds
+// cannot run on one machine, and the fleet benchmark measures the API
+// traffic and the controller, not pulls (test/perf's time-to-warm
+// benchmark measures those on a real containerd). A pull takes
+// PullLatency, then the image is listed; ImageFsInfo reports "/".
+type FakeRuntime struct {
+	// PullLatency is how long every pull takes.
+	PullLatency time.Duration
+	// ImageSize is the size every pulled image reports.
+	ImageSize uint64
+
+	mu     sync.Mutex
+	images map[string]*runtimeapi.Image // by reference
+}
+
+var _ pullengine.ImageService = &FakeRuntime{}
+
+// NewFakeRuntime returns an empty runtime whose pulls take latency.
+func NewFakeRuntime(latency time.Duration, size uint64) *FakeRuntime {
+	return &FakeRuntime{PullLatency: latency, ImageSize: size, images: map[string]*runtimeapi.Image{}}
+}
+
+// ListImages lists the pulled images.
+func (f *FakeRuntime) ListImages(context.Context) ([]*runtimeapi.Image, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]*runtimeapi.Image, 0, len(f.images))
+	for _, img := range f.images {
+		out = append(out, img)
+	}
+	return out, nil
+}
+
+// ImageStatus returns the image pulled as ref, or nil.
+func (f *FakeRuntime) ImageStatus(_ context.Context, ref string) (*runtimeapi.Image, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.images[normalise(ref)], nil
+}
+
+// PullImage waits PullLatency (or until ctx ends), then holds the image.
+func (f *FakeRuntime) PullImage(ctx context.Context, ref string, _ *runtimeapi.AuthConfig) (string, error) {
+	t := time.NewTimer(f.PullLatency)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return "", ctx.Err()
+	case <-t.C:
+	}
+	key := normalise(ref)
+	sum := sha256.Sum256([]byte(key))
+	digest := "sha256:" + hex.EncodeToString(sum[:])
+	img := &runtimeapi.Image{Id: digest, RepoTags: []string{key}, Size: f.ImageSize}
+	if r, err := pullengine.ParseReference(key); err == nil {
+		img.RepoDigests = []string{r.Name() + "@" + digest}
+	}
+	f.mu.Lock()
+	f.images[key] = img
+	f.mu.Unlock()
+	return digest, nil
+}
+
+// ImageFsInfo reports the root filesystem, holding the pulled images.
+func (f *FakeRuntime) ImageFsInfo(context.Context) (*runtimeapi.ImageFsInfoResponse, error) {
+	f.mu.Lock()
+	used := uint64(len(f.images)) * f.ImageSize
+	f.mu.Unlock()
+	return &runtimeapi.ImageFsInfoResponse{ImageFilesystems: []*runtimeapi.FilesystemUsage{{
+		FsId:      &runtimeapi.FilesystemIdentifier{Mountpoint: "/"},
+		UsedBytes: &runtimeapi.UInt64Value{Value: used},
+	}}}, nil
+}
+
+// normalise is the reference as containerd's CRI lists it (fully
+// qualified); a reference that does not parse is kept as given.
+func normalise(ref string) string {
+	r, err := pullengine.ParseReference(ref)
+	if err != nil {
+		return ref
+	}
+	return r.String()
+}
