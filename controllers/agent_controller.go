@@ -69,6 +69,7 @@ type NodeAgent struct {
 	ProgressInterval time.Duration
 
 	trigger chan event.GenericEvent
+	memo    parseMemo // ImageWarm specs parsed by earlier passes; Reconcile's alone
 	mu      sync.Mutex // guards st, which the engine's listener also reads
 	st      agentState
 }
@@ -133,10 +134,12 @@ func (a *NodeAgent) node(ctx context.Context) (*corev1.Node, error) {
 
 func (a *NodeAgent) desired(ctx context.Context, node *corev1.Node) (desiredSet, error) {
 	var list warmv1.ImageWarmList
-	if err := a.Client.List(ctx, &list); err != nil {
+	// The cache's own objects, not copies: every pass reads them all, and
+	// nothing here writes to them.
+	if err := a.Client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		return desiredSet{}, fmt.Errorf("listing ImageWarms: %w", err)
 	}
-	set, bad := desiredImages(node.Labels, list.Items)
+	set, bad := a.memo.desiredImages(node.Labels, list.Items)
 	for _, nn := range bad {
 		// The API server's validation should make this impossible.
 		log.FromContext(ctx).Info("Skipping ImageWarm with an unusable selector", "imagewarm", nn)

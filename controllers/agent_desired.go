@@ -1,7 +1,10 @@
 package controllers
 
 import (
+	"cmp"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -59,6 +62,43 @@ type desiredSet struct {
 // given labels. ImageWarms being deleted, and ones whose selector does not
 // parse, are left out; the latter also go to badSelector.
 func desiredImages(nodeLabels map[string]string, warms []warmv1.ImageWarm) (desiredSet, []types.NamespacedName) {
+	return (&parseMemo{}).desiredImages(nodeLabels, warms)
+}
+
+// parseMemo keeps each ImageWarm's selector and image references parsed,
+// per generation: the spec of most ImageWarms does not change from one
+// pass to the next, and parsing references is most of a pass's work
+// (BenchmarkDesired1000). It is used by one reconciler at a time.
+type parseMemo struct {
+	warms map[types.NamespacedName]*parsedWarm
+	pass  uint64
+}
+
+// parsedWarm is one ImageWarm generation's spec, parsed.
+type parsedWarm struct {
+	uid        types.UID
+	generation int64
+	selector   labels.Selector
+	selErr     error
+	images     []parsedImage // distinct by normalised reference, spec order
+	invalid    []invalidImage
+	usedIn     uint64 // the last pass that used it
+}
+
+// parsedImage is one spec entry with its normalised reference.
+type parsedImage struct {
+	ref   pullengine.Reference
+	key   string
+	image string
+}
+
+// desiredImages is the package function's work, reusing what earlier
+// passes parsed, and forgetting ImageWarms this pass did not see.
+func (m *parseMemo) desiredImages(nodeLabels map[string]string, warms []warmv1.ImageWarm) (desiredSet, []types.NamespacedName) {
+	if m.warms == nil {
+		m.warms = map[types.NamespacedName]*parsedWarm{}
+	}
+	m.pass++
 	set := desiredSet{images: map[string]*wantedImage{}, objects: map[types.NamespacedName]*warmv1.ImageWarm{}}
 	var badSelector []types.NamespacedName
 	ls := labels.Set(nodeLabels)
@@ -67,41 +107,72 @@ func desiredImages(nodeLabels map[string]string, warms []warmv1.ImageWarm) (desi
 		if iw.DeletionTimestamp != nil {
 			continue
 		}
-		sel, err := iw.Spec.NodeSelector.AsSelector()
-		if err != nil {
-			badSelector = append(badSelector, types.NamespacedName{Namespace: iw.Namespace, Name: iw.Name})
+		nn := types.NamespacedName{Namespace: iw.Namespace, Name: iw.Name}
+		pw := m.parsed(nn, iw)
+		if pw.selErr != nil {
+			badSelector = append(badSelector, nn)
 			continue
 		}
-		if !sel.Matches(ls) {
+		if !pw.selector.Matches(ls) {
 			continue
 		}
 		set.warms = append(set.warms, warmv1.WarmRef{Namespace: iw.Namespace, Name: iw.Name, Generation: iw.Generation})
-		set.objects[types.NamespacedName{Namespace: iw.Namespace, Name: iw.Name}] = stub(iw)
-		set.add(iw)
+		set.objects[nn] = stub(iw)
+		set.add(iw, nn, pw)
+	}
+	for nn, pw := range m.warms {
+		if pw.usedIn != m.pass {
+			delete(m.warms, nn)
+		}
 	}
 	set.sortLists()
 	return set, badSelector
 }
 
-// add merges one matching ImageWarm's images into the set.
-func (s *desiredSet) add(iw *warmv1.ImageWarm) {
-	nn := types.NamespacedName{Namespace: iw.Namespace, Name: iw.Name}
+// parsed returns iw's parsed spec, parsing it when its generation (or the
+// object, by UID) is new.
+func (m *parseMemo) parsed(nn types.NamespacedName, iw *warmv1.ImageWarm) *parsedWarm {
+	pw, ok := m.warms[nn]
+	// Generation 0 means the server did not set one (tests build objects
+	// by hand): such specs are parsed every time.
+	if !ok || pw.uid != iw.UID || pw.generation != iw.Generation || iw.Generation == 0 {
+		pw = parseWarm(nn, iw)
+		m.warms[nn] = pw
+	}
+	pw.usedIn = m.pass
+	return pw
+}
+
+// parseWarm parses an ImageWarm's selector and images. Two spellings of
+// one image in one ImageWarm count once.
+func parseWarm(nn types.NamespacedName, iw *warmv1.ImageWarm) *parsedWarm {
+	pw := &parsedWarm{uid: iw.UID, generation: iw.Generation, images: make([]parsedImage, 0, len(iw.Spec.Images))}
+	pw.selector, pw.selErr = iw.Spec.NodeSelector.AsSelector()
 	seen := make(map[string]bool, len(iw.Spec.Images))
 	for _, img := range iw.Spec.Images {
 		ref, err := pullengine.ParseReference(string(img))
 		if err != nil {
-			s.invalid = append(s.invalid, invalidImage{image: string(img), warm: nn, err: err})
+			pw.invalid = append(pw.invalid, invalidImage{image: string(img), warm: nn, err: err})
 			continue
 		}
 		key := ref.String()
-		if seen[key] { // two spellings of one image in one ImageWarm
+		if seen[key] {
 			continue
 		}
 		seen[key] = true
-		w, ok := s.images[key]
+		pw.images = append(pw.images, parsedImage{ref: ref, key: key, image: string(img)})
+	}
+	return pw
+}
+
+// add merges one matching ImageWarm's images into the set.
+func (s *desiredSet) add(iw *warmv1.ImageWarm, nn types.NamespacedName, pw *parsedWarm) {
+	s.invalid = append(s.invalid, pw.invalid...)
+	for _, pi := range pw.images {
+		w, ok := s.images[pi.key]
 		if !ok {
-			w = &wantedImage{ref: ref, image: string(img), suspended: true, priority: iw.Spec.Priority}
-			s.images[key] = w
+			w = &wantedImage{ref: pi.ref, image: pi.image, suspended: true, priority: iw.Spec.Priority}
+			s.images[pi.key] = w
 		}
 		w.merge(iw, nn)
 	}
@@ -138,14 +209,16 @@ func (w *wantedImage) merge(iw *warmv1.ImageWarm, nn types.NamespacedName) {
 
 func (s *desiredSet) sortLists() {
 	for _, w := range s.images {
-		sort.Slice(w.warms, func(i, j int) bool { return w.warms[i].String() < w.warms[j].String() })
+		slices.SortFunc(w.warms, nnCompare)
 	}
-	sort.Slice(s.warms, func(i, j int) bool {
-		if s.warms[i].Namespace != s.warms[j].Namespace {
-			return s.warms[i].Namespace < s.warms[j].Namespace
-		}
-		return s.warms[i].Name < s.warms[j].Name
+	slices.SortFunc(s.warms, func(a, b warmv1.WarmRef) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
 	})
+}
+
+// nnCompare orders by namespace, then name, without building strings.
+func nnCompare(a, b types.NamespacedName) int {
+	return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
 }
 
 // sortedKeys returns the set's normalised references in order.

@@ -53,32 +53,48 @@ func (a *NodeAgent) ensureNodeWarm(ctx context.Context, node *corev1.Node) (*war
 
 // maybeWrite writes status when it differs from what was last written. A
 // settled status (no pull under way) is written at once; progress is
-// written at most every ProgressInterval, so a burst of finished pulls
-// coalesces into one write. Every write also takes a token from
+// written at most every ProgressInterval after the last write ended, so a
+// burst of finished pulls coalesces into one write, and a slow API server
+// gets fewer writes, not a backlog. Every write also takes a token from
 // StatusLimiter. It returns how long to wait before trying a deferred
 // write again.
+//
+// The write itself runs without a.mu: the engine's listener takes it on
+// every pull start and end, and a write stuck in the API server's queue
+// must not hold up pulls. Only the reconcile goroutine writes.
 func (a *NodeAgent) maybeWrite(ctx context.Context, nw *warmv1.NodeWarm, status warmv1.NodeWarmStatus) (time.Duration, error) {
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.st.reported != nil && sameReport(*a.st.reported, status) {
-		return 0, nil
+	wait, due := a.writeDueLocked(status, time.Now())
+	a.mu.Unlock()
+	if !due {
+		return wait, nil
 	}
-	now := time.Now()
+	return 0, a.write(ctx, nw, status)
+}
+
+// writeDueLocked says whether status is to be written now, or else how
+// long to wait (0: nothing to write).
+func (a *NodeAgent) writeDueLocked(status warmv1.NodeWarmStatus, now time.Time) (time.Duration, bool) {
+	if a.st.reported != nil && sameReport(*a.st.reported, status) {
+		return 0, false
+	}
 	settled := status.Pulling == 0
 	if since := now.Sub(a.st.lastWrite); !settled && since < a.ProgressInterval {
 		nodeWarmWrites.WithLabelValues("deferred").Inc()
-		return a.ProgressInterval - since, nil
+		return a.ProgressInterval - since, false
 	}
 	if a.StatusLimiter != nil && !a.StatusLimiter.TryAccept() {
 		nodeWarmWrites.WithLabelValues("throttled").Inc()
-		return time.Duration(float64(time.Second) / float64(a.StatusLimiter.QPS())), nil
+		return time.Duration(float64(time.Second) / float64(a.StatusLimiter.QPS())), false
 	}
-	return 0, a.writeLocked(ctx, nw, status, now)
+	return 0, true
 }
 
-func (a *NodeAgent) writeLocked(ctx context.Context, nw *warmv1.NodeWarm, status warmv1.NodeWarmStatus, now time.Time) error {
+func (a *NodeAgent) write(ctx context.Context, nw *warmv1.NodeWarm, status warmv1.NodeWarmStatus) error {
 	nw.Status = status
 	err := a.Client.Status().Update(ctx, nw)
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	if err != nil {
 		nodeWarmWrites.WithLabelValues("error").Inc()
 		// Conflict (someone else wrote it) or NotFound (deleted): read it
@@ -89,7 +105,7 @@ func (a *NodeAgent) writeLocked(ctx context.Context, nw *warmv1.NodeWarm, status
 		return fmt.Errorf("writing NodeWarm %q status: %w", a.NodeName, err)
 	}
 	nodeWarmWrites.WithLabelValues("ok").Inc()
-	a.st.reported, a.st.lastWrite = status.DeepCopy(), now
+	a.st.reported, a.st.lastWrite = status.DeepCopy(), time.Now()
 	log.FromContext(ctx).V(1).Info("Wrote NodeWarm status", "desired", status.Desired, "present", status.Present,
 		"pulling", status.Pulling, "failed", status.Failed)
 	return nil

@@ -1,0 +1,200 @@
+package perf
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/test/testbed"
+)
+
+// The footprint benchmark's shape: the issue's 200 ImageWarms of ten
+// images each, all distinct and all present.
+const (
+	footprintWarms  = 200
+	footprintImages = 10
+)
+
+// BenchmarkAgentFootprint measures the agent binary at rest: one node, 200
+// ImageWarms of ten distinct images each, every image already present.
+// After the agent has reported and settled, it samples the process's
+// resident memory and CPU time over an idle period (BENCH_IDLE; 20 s, or
+// 10 minutes under BENCH_FULL=1) and counts the agent's API requests by
+// method from its own client metrics (rest_client_requests_total).
+func BenchmarkAgentFootprint(b *testing.B) {
+	idle := envDuration(b, "BENCH_IDLE", 20*time.Second)
+	if full() && os.Getenv("BENCH_IDLE") == "" {
+		idle = 10 * time.Minute
+	}
+	cp := testbed.StartControlPlane(b)
+	bin := testbed.BuildWarmer(b)
+	reg := testbed.StartRegistry(b, testbed.RegistryOptions{Name: "fp"})
+	ctd := testbed.StartContainerd(b, "fp-node")
+	cri := ctd.ImageService(b)
+	cp.CreateNode(b, "fp-node", nil)
+
+	refs := pushTiny(b, reg, footprintWarms*footprintImages)
+	prePull(b, cri, refs)
+	for i := range footprintWarms {
+		iw := testbed.NewWarm("default", fmt.Sprintf("fp-%03d", i), nil, refs[i*footprintImages:(i+1)*footprintImages]...)
+		if err := cp.Client.Create(context.Background(), iw); err != nil {
+			b.Fatal(err)
+		}
+	}
+	proc, metrics := startAgent(b, cp, bin, "fp-node", ctd)
+	eventually(b, 5*time.Minute, "the NodeWarm lists every image present", func() error {
+		var nw warmv1.NodeWarm
+		if err := cp.Client.Get(context.Background(), types.NamespacedName{Name: "fp-node"}, &nw); err != nil {
+			return err
+		}
+		if int(nw.Status.Present) != len(refs) {
+			return fmt.Errorf("%d of %d present", nw.Status.Present, len(refs))
+		}
+		return nil
+	})
+	// Settling: start-up garbage collected, the first resync done.
+	time.Sleep(15 * time.Second)
+
+	for b.Loop() {
+		reqBefore := scrape(b, metrics)
+		before := readProc(b, proc.Pid())
+		start := time.Now()
+		var maxRSS int64
+		for time.Since(start) < idle {
+			time.Sleep(time.Second)
+			maxRSS = max(maxRSS, readProc(b, proc.Pid()).rss)
+		}
+		after := readProc(b, proc.Pid())
+		elapsed := time.Since(start)
+		reqAfter := scrape(b, metrics)
+		reportFootprint(b, footprint{idle: elapsed, cpu: after.cpu - before.cpu, rss: after.rss, maxRSS: maxRSS,
+			reads: requestDelta(reqBefore, reqAfter, "GET"), writes: requestDelta(reqBefore, reqAfter, "POST", "PUT", "PATCH", "DELETE")})
+	}
+}
+
+type footprint struct {
+	idle          time.Duration
+	cpu           time.Duration
+	rss, maxRSS   int64
+	reads, writes float64
+}
+
+func reportFootprint(b *testing.B, f footprint) {
+	b.Helper()
+	minutes := f.idle.Minutes()
+	mcores := 1000 * f.cpu.Seconds() / f.idle.Seconds()
+	fmt.Fprintf(os.Stdout, "\nAgent idle %v with %d ImageWarms x %d images, all present: RSS %.1f MiB (max %.1f), CPU %v = %.2f millicores, API reads %.1f/min, writes %.1f/min\n\n",
+		f.idle.Round(time.Second), footprintWarms, footprintImages, mib(f.rss), mib(f.maxRSS), f.cpu, mcores, f.reads/minutes, f.writes/minutes)
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(mib(f.maxRSS), "rss-MiB")
+	b.ReportMetric(mcores, "millicores")
+	b.ReportMetric(f.reads/minutes, "reads/min")
+	b.ReportMetric(f.writes/minutes, "writes/min")
+	b.ReportMetric(f.idle.Seconds(), "idle-s")
+}
+
+// requestDelta is the increase of the agent's rest_client_requests_total
+// over the given methods.
+func requestDelta(before, after map[string]float64, methods ...string) float64 {
+	var d float64
+	for _, m := range methods {
+		frag := `method="` + m + `"`
+		d += sumSamples(after, "rest_client_requests_total", frag) - sumSamples(before, "rest_client_requests_total", frag)
+	}
+	return d
+}
+
+// pushTiny pushes count distinct images of one small random layer, a few
+// at a time.
+func pushTiny(b *testing.B, reg *testbed.Registry, count int) []string {
+	b.Helper()
+	refs := make([]string, count)
+	parallel(b, count, 8, func(t testbed.TB, i int) {
+		refs[i] = reg.PushRandom(t, fmt.Sprintf("fp/img%04d:v1", i), testbed.ImageOptions{LayerSize: 512}).Ref
+	})
+	return refs
+}
+
+// prePull pulls refs straight through CRI, a few at a time.
+func prePull(b *testing.B, cri runtimeapi.ImageServiceClient, refs []string) {
+	b.Helper()
+	parallel(b, len(refs), 8, func(t testbed.TB, i int) {
+		if _, err := cri.PullImage(context.Background(), &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: refs[i]}}); err != nil {
+			t.Fatalf("pulling %s: %v", refs[i], err)
+		}
+	})
+}
+
+// parallel runs fn for 0..count-1 on workers goroutines; a failure in any
+// fails the benchmark once they are done.
+func parallel(b *testing.B, count, workers int, fn func(t testbed.TB, i int)) {
+	b.Helper()
+	work := make(chan int, count)
+	for i := range count {
+		work <- i
+	}
+	close(work)
+	g := &goTB{TB: b}
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := range work {
+				if g.failed() {
+					return
+				}
+				g.run(func() { fn(g, i) })
+			}
+		})
+	}
+	wg.Wait()
+	if err := g.err(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// goTB lets test bed helpers run on goroutines other than the
+// benchmark's: Fatal records the error and ends only that call.
+type goTB struct {
+	testbed.TB
+	mu   sync.Mutex
+	errs []error
+}
+
+func (g *goTB) Fatal(args ...any) { g.fail(fmt.Sprint(args...)) }
+func (g *goTB) Fatalf(format string, args ...any) {
+	g.fail(fmt.Sprintf(format, args...))
+}
+
+func (g *goTB) fail(msg string) {
+	g.mu.Lock()
+	g.errs = append(g.errs, errors.New(msg))
+	g.mu.Unlock()
+	runtime.Goexit()
+}
+
+// run calls fn, which may end by Goexit through Fatal.
+func (g *goTB) run(fn func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn()
+	}()
+	<-done
+}
+
+func (g *goTB) failed() bool { return g.err() != nil }
+
+func (g *goTB) err() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return errors.Join(g.errs...)
+}
