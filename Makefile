@@ -82,13 +82,20 @@ test: testbed ## Run every test: unit, API validation on a real kube-apiserver, 
 e2e: testbed ## Run only the end-to-end test: the controller and three agents on real containerd.
 	assets="$(ASSETS)"; KUBEBUILDER_ASSETS="$$assets" PATH="$$PATH:$$assets" go test $(GO_TEST_FLAGS) -v ./test/e2e
 
+# BENCH_ROUNDS: rounds of the time-to-warm benchmarks. BENCH_FULL=1: fleets
+# of 100, 300 and 1,000 simulated agents and a 10-minute idle period (the
+# short form: 100 agents, 20 s). BENCH_SCALE=100,300 and BENCH_IDLE=1m
+# choose those directly. See docs/performance.md.
 BENCH_ROUNDS ?= 5
+BENCH_FULL ?=
 
 .PHONY: bench
-bench: testbed ## Benchmarks: engine vs direct CRI pulls on real containerd (BENCH_ROUNDS rounds), and the hot paths with allocations.
-	assets="$(ASSETS)"; KUBEBUILDER_ASSETS="$$assets" PATH="$$PATH:$$assets" \
-		go test -run '^$$' -bench 'BenchmarkWarm' -benchtime $(BENCH_ROUNDS)x ./pkg/pullengine
-	go test -run '^$$' -bench 'BenchmarkPresence2000|BenchmarkAggregate1000|BenchmarkDesired1000' -benchmem ./pkg/pullengine ./controllers
+bench: testbed ## Benchmarks (docs/performance.md): time to warm, engine vs CRI, a simulated fleet, the agent's footprint, hot paths; one summary table.
+	assets="$(ASSETS)"; export KUBEBUILDER_ASSETS="$$assets" PATH="$$PATH:$$assets" BENCH_FULL="$(BENCH_FULL)"; { \
+		go test -p 1 -run '^$$' -bench 'BenchmarkWarm|BenchmarkTimeToWarm' -benchtime $(BENCH_ROUNDS)x -timeout 60m ./pkg/pullengine ./test/perf && \
+		go test -run '^$$' -bench 'BenchmarkScale|BenchmarkAgentFootprint' -benchtime 1x -timeout 90m ./test/perf && \
+		go test -p 1 -run '^$$' -bench 'BenchmarkPresence2000|BenchmarkAggregate1000|BenchmarkDesired1000' -benchmem ./pkg/pullengine ./controllers; \
+	} 2>&1 | go run ./test/perf/benchtable
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for FUZZTIME (default 5s).

@@ -1,0 +1,122 @@
+// Command benchtable reads `go test -bench` output on standard input,
+// passes it through, and ends with one table of every benchmark's
+// metrics beside warmer's targets (docs/performance.md). It exits non-zero
+// when the input shows a failure or holds no benchmark, so `make bench`
+// fails with it; a missed target is reported, not failed: these are
+// measurements on a shared machine.
+//
+//	go test -run '^$' -bench . ./test/perf | go run ./test/perf/benchtable
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// target is a bound on one metric of the benchmarks whose name starts
+// with prefix.
+type target struct {
+	prefix, unit string
+	max          float64
+}
+
+var targets = []target{
+	{"BenchmarkTimeToWarm/", "agent/direct", 1.10},
+	{"BenchmarkTimeToWarm/10x20MB", "nw-writes/warm", 4},
+	{"BenchmarkWarm", "engine/direct", 1.05},
+	{"BenchmarkScale/", "ready-s", 60},
+	{"BenchmarkScale/", "status-B", 8192},
+	{"BenchmarkScale/", "nw-writes/node", 10 + 2}, // images + 2
+	{"BenchmarkAgentFootprint", "rss-MiB", 32},
+	{"BenchmarkAgentFootprint", "millicores", 0.4},
+	{"BenchmarkAgentFootprint", "writes/min", 0},
+}
+
+// row is one metric of one benchmark.
+type row struct {
+	bench, unit string
+	value       float64
+}
+
+// benchLine matches "BenchmarkX-2   <iterations>   <value> <unit> ...".
+var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+(.*)$`)
+
+func main() {
+	rows, failed, err := read(os.Stdin, os.Stdout)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchtable:", err)
+		os.Exit(1)
+	}
+	write(os.Stdout, rows)
+	switch {
+	case failed:
+		fmt.Fprintln(os.Stderr, "benchtable: a benchmark failed")
+		os.Exit(1)
+	case len(rows) == 0:
+		fmt.Fprintln(os.Stderr, "benchtable: no benchmark results in the input")
+		os.Exit(1)
+	}
+}
+
+// read copies in to echo and collects the metrics.
+func read(in io.Reader, echo io.Writer) ([]row, bool, error) {
+	var rows []row
+	failed := false
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		fmt.Fprintln(echo, line)
+		if strings.HasPrefix(line, "FAIL") || strings.HasPrefix(line, "--- FAIL") || strings.HasPrefix(line, "panic:") {
+			failed = true
+		}
+		m := benchLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		f := strings.Fields(m[2])
+		for i := 0; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil || (f[i+1] == "ns/op" && v == 0) { // 0 ns/op: suppressed as meaningless
+				continue
+			}
+			rows = append(rows, row{bench: m[1], unit: f[i+1], value: v})
+		}
+	}
+	return rows, failed, sc.Err()
+}
+
+func write(w io.Writer, rows []row) {
+	fmt.Fprintf(w, "\n## Summary\n\n| %-38s | %-15s | %12s | %8s | %-4s |\n|%s|%s|%s|%s|%s|\n",
+		"benchmark", "metric", "value", "target", "",
+		strings.Repeat("-", 40), strings.Repeat("-", 17), strings.Repeat("-", 13)+":", strings.Repeat("-", 9)+":", strings.Repeat("-", 6))
+	for _, r := range rows {
+		goal, verdict := "", ""
+		for _, t := range targets {
+			if strings.HasPrefix(r.bench, t.prefix) && r.unit == t.unit {
+				goal, verdict = "≤ "+strconv.FormatFloat(t.max, 'g', -1, 64), "ok"
+				if r.value > t.max {
+					verdict = "MISS"
+				}
+			}
+		}
+		fmt.Fprintf(w, "| %-38s | %-15s | %12s | %8s | %-4s |\n", strings.TrimPrefix(r.bench, "Benchmark"), r.unit, format(r.value), goal, verdict)
+	}
+}
+
+// format prints with about four significant digits.
+func format(v float64) string {
+	switch {
+	case v >= 1000:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case v >= 10:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	default:
+		return strconv.FormatFloat(v, 'f', 3, 64)
+	}
+}
