@@ -52,6 +52,14 @@ func runController(args []string, help io.Writer) error {
 		LeaderElectionNamespace: f.leaderNamespace,
 		// A successor takes over without waiting out the lease.
 		LeaderElectionReleaseOnCancel: true,
+		// Longer than the usual 15 s/10 s: the lease requests share the
+		// API server's service-account priority level with every agent,
+		// and a thousand agents starting a warm at once queued a renewal
+		// past 10 s (test/perf BenchmarkScale), which ends the process.
+		// Status aggregation can wait a minute for a successor.
+		LeaseDuration: ptr(60 * time.Second),
+		RenewDeadline: ptr(40 * time.Second),
+		RetryPeriod:   ptr(5 * time.Second),
 		Cache:                         cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
 	})
 	if err != nil {
@@ -70,3 +78,5 @@ func runController(args []string, help io.Writer) error {
 	ctrl.Log.Info("Starting controller", "version", version)
 	return mgr.Start(ctrl.SetupSignalHandler())
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -42,8 +42,11 @@ func BenchmarkAgentFootprint(b *testing.B) {
 	cri := ctd.ImageService(b)
 	cp.CreateNode(b, "fp-node", nil)
 
+	t0 := time.Now()
 	refs := pushTiny(b, reg, footprintWarms*footprintImages)
+	t1 := time.Now()
 	prePull(b, cri, refs)
+	b.Logf("pushed %d images in %v, pulled them in %v", len(refs), t1.Sub(t0).Round(time.Millisecond), time.Since(t1).Round(time.Millisecond))
 	for i := range footprintWarms {
 		iw := testbed.NewWarm("default", fmt.Sprintf("fp-%03d", i), nil, refs[i*footprintImages:(i+1)*footprintImages]...)
 		if err := cp.Client.Create(context.Background(), iw); err != nil {
@@ -76,6 +79,10 @@ func BenchmarkAgentFootprint(b *testing.B) {
 		after := readProc(b, proc.Pid())
 		elapsed := time.Since(start)
 		reqAfter := scrape(b, metrics)
+		b.Logf("agent Go memory: heap in use %.1f MiB, heap idle %.1f MiB (released %.1f), stacks %.1f MiB, from the OS %.1f MiB",
+			mib(int64(reqAfter["go_memstats_heap_inuse_bytes"])), mib(int64(reqAfter["go_memstats_heap_idle_bytes"])),
+			mib(int64(reqAfter["go_memstats_heap_released_bytes"])), mib(int64(reqAfter["go_memstats_stack_inuse_bytes"])),
+			mib(int64(reqAfter["go_memstats_sys_bytes"])))
 		reportFootprint(b, footprint{idle: elapsed, cpu: after.cpu - before.cpu, rss: after.rss, maxRSS: maxRSS,
 			reads: requestDelta(reqBefore, reqAfter, "GET"), writes: requestDelta(reqBefore, reqAfter, "POST", "PUT", "PATCH", "DELETE")})
 	}
