@@ -79,6 +79,7 @@ func BenchmarkAgentFootprint(b *testing.B) {
 		after := readProc(b, proc.Pid())
 		elapsed := time.Since(start)
 		reqAfter := scrape(b, metrics)
+		b.Logf("agent RSS %.1f MiB: anonymous %.1f MiB, file-backed (the executable) %.1f MiB", mib(after.rss), mib(after.rssAnon), mib(after.rssFile))
 		b.Logf("agent Go memory: heap in use %.1f MiB, heap idle %.1f MiB (released %.1f), stacks %.1f MiB, from the OS %.1f MiB",
 			mib(int64(reqAfter["go_memstats_heap_inuse_bytes"])), mib(int64(reqAfter["go_memstats_heap_idle_bytes"])),
 			mib(int64(reqAfter["go_memstats_heap_released_bytes"])), mib(int64(reqAfter["go_memstats_stack_inuse_bytes"])),

@@ -133,6 +133,9 @@ func scrape(b *testing.B, hostport string) map[string]float64 {
 type procStat struct {
 	cpu time.Duration // user + system
 	rss int64         // bytes
+	// rssAnon and rssFile split rss: the heap and stacks, and the pages
+	// of the executable (and other files) in memory.
+	rssAnon, rssFile int64
 }
 
 // readProc reads /proc/<pid>/stat (utime, stime in clock ticks of 1/100 s
@@ -153,9 +156,18 @@ func readProc(b *testing.B, pid int) procStat {
 		b.Fatal(err)
 	}
 	for _, line := range strings.Split(string(status), "\n") {
-		if strings.HasPrefix(line, "VmRSS:") {
-			kb, _ := strconv.ParseInt(strings.Fields(line)[1], 10, 64)
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseInt(f[1], 10, 64)
+		switch f[0] {
+		case "VmRSS:":
 			st.rss = kb << 10
+		case "RssAnon:":
+			st.rssAnon = kb << 10
+		case "RssFile:":
+			st.rssFile = kb << 10
 		}
 	}
 	return st

@@ -87,6 +87,7 @@ type scaleResult struct {
 	window              time.Duration
 	nodeWarmWritesTotal float64
 	ctrlRestarts        int
+	throttled, rejected float64 // 429 answers; requests priority and fairness turned away
 }
 
 func runScale(b *testing.B, n int) {
@@ -172,6 +173,8 @@ func runScale(b *testing.B, n int) {
 	r.simCPU, r.simRSS = simAfter.cpu-simBefore.cpu, simAfter.rss
 	r.writes = writesByResource(before, after)
 	r.nodeWarmWritesTotal = r.writes["nodewarms"] + r.writes["nodewarms/status"]
+	r.throttled = sumSamples(after, "apiserver_request_total", `code="429"`) - sumSamples(before, "apiserver_request_total", `code="429"`)
+	r.rejected = sumSamples(after, "apiserver_flowcontrol_rejected_requests_total") - sumSamples(before, "apiserver_flowcontrol_rejected_requests_total")
 	if err := cp.Client.Get(ctx, types.NamespacedName{Namespace: "default", Name: "fleet"}, iw); err != nil {
 		b.Fatal(err)
 	}
@@ -331,6 +334,7 @@ func reportScale(b *testing.B, r scaleResult) {
 	w := os.Stdout
 	fmt.Fprintf(w, "\nFleet of %d simulated agents, one ImageWarm of %d images (fake pulls of %v)\n", r.n, scaleImages, scalePullLatency)
 	fmt.Fprintf(w, "all pulled %.1fs, ImageWarm Ready %.1fs; status %d bytes; window %.0fs\n", r.pulled.Seconds(), r.ready.Seconds(), r.statusBytes, r.window.Seconds())
+	fmt.Fprintf(w, "API server: %.0f answers 429, %.0f requests rejected by priority and fairness\n", r.throttled, r.rejected)
 	if r.ctrlRestarts > 0 {
 		fmt.Fprintf(w, "the controller lost its lease and was restarted %d time(s)\n", r.ctrlRestarts)
 	}
