@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -17,15 +20,30 @@ import (
 	"github.com/warmer-dev/warmer/test/testbed"
 )
 
-// The footprint benchmark's shape: the 200 ImageWarms of ten
-// images each, all distinct and all present.
-const (
-	footprintWarms  = 200
-	footprintImages = 10
-)
+// footprintImages is the images per ImageWarm of the footprint benchmark.
+const footprintImages = 10
+
+// footprintWarms is how many ImageWarms the footprint benchmark creates:
+// the 200 under BENCH_FULL=1, 20 in the short form (setting up
+// 2,000 images takes minutes), or BENCH_FOOTPRINT_WARMS.
+func footprintWarms(b *testing.B) int {
+	b.Helper()
+	if v := os.Getenv("BENCH_FOOTPRINT_WARMS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			b.Fatalf("BENCH_FOOTPRINT_WARMS=%q is not a count", v)
+		}
+		return n
+	}
+	if full() {
+		return 200
+	}
+	return 20
+}
 
 // BenchmarkAgentFootprint measures the agent binary at rest: one node, 200
-// ImageWarms of ten distinct images each, every image already present.
+// ImageWarms (20 in the short form) of ten distinct images each, every
+// image already present.
 // After the agent has reported and settled, it samples the process's
 // resident memory and CPU time over an idle period (BENCH_IDLE; 20 s, or
 // 10 minutes under BENCH_FULL=1) and counts the agent's API requests by
@@ -35,6 +53,7 @@ func BenchmarkAgentFootprint(b *testing.B) {
 	if full() && os.Getenv("BENCH_IDLE") == "" {
 		idle = 10 * time.Minute
 	}
+	warms := footprintWarms(b)
 	cp := testbed.StartControlPlane(b)
 	bin := testbed.BuildWarmer(b)
 	reg := testbed.StartRegistry(b, testbed.RegistryOptions{Name: "fp"})
@@ -43,15 +62,21 @@ func BenchmarkAgentFootprint(b *testing.B) {
 	cp.CreateNode(b, "fp-node", nil)
 
 	t0 := time.Now()
-	refs := pushTiny(b, reg, footprintWarms*footprintImages)
+	refs := pushTiny(b, reg, warms*footprintImages)
 	t1 := time.Now()
 	prePull(b, cri, refs)
 	b.Logf("pushed %d images in %v, pulled them in %v", len(refs), t1.Sub(t0).Round(time.Millisecond), time.Since(t1).Round(time.Millisecond))
-	for i := range footprintWarms {
+	for i := range warms {
 		iw := testbed.NewWarm("default", fmt.Sprintf("fp-%03d", i), nil, refs[i*footprintImages:(i+1)*footprintImages]...)
 		if err := cp.Client.Create(context.Background(), iw); err != nil {
 			b.Fatal(err)
 		}
+	}
+	// BENCH_AGENT_ENV="GOGC=50 GOMEMLIMIT=24MiB" tries runtime settings:
+	// the agent inherits this process's environment.
+	for _, kv := range strings.Fields(os.Getenv("BENCH_AGENT_ENV")) {
+		k, v, _ := strings.Cut(kv, "=")
+		b.Setenv(k, v)
 	}
 	proc, metrics := startAgent(b, cp, bin, "fp-node", ctd)
 	eventually(b, 5*time.Minute, "the NodeWarm lists every image present", func() error {
@@ -84,26 +109,29 @@ func BenchmarkAgentFootprint(b *testing.B) {
 			mib(int64(reqAfter["go_memstats_heap_inuse_bytes"])), mib(int64(reqAfter["go_memstats_heap_idle_bytes"])),
 			mib(int64(reqAfter["go_memstats_heap_released_bytes"])), mib(int64(reqAfter["go_memstats_stack_inuse_bytes"])),
 			mib(int64(reqAfter["go_memstats_sys_bytes"])))
-		reportFootprint(b, footprint{idle: elapsed, cpu: after.cpu - before.cpu, rss: after.rss, maxRSS: maxRSS,
+		reportFootprint(b, footprint{warms: warms, rssAnon: after.rssAnon, rssFile: after.rssFile, idle: elapsed, cpu: after.cpu - before.cpu, rss: after.rss, maxRSS: maxRSS,
 			reads: requestDelta(reqBefore, reqAfter, "GET"), writes: requestDelta(reqBefore, reqAfter, "POST", "PUT", "PATCH", "DELETE")})
 	}
 }
 
 type footprint struct {
-	idle          time.Duration
-	cpu           time.Duration
-	rss, maxRSS   int64
-	reads, writes float64
+	warms            int
+	rssAnon, rssFile int64
+	idle             time.Duration
+	cpu              time.Duration
+	rss, maxRSS      int64
+	reads, writes    float64
 }
 
 func reportFootprint(b *testing.B, f footprint) {
 	b.Helper()
 	minutes := f.idle.Minutes()
 	mcores := 1000 * f.cpu.Seconds() / f.idle.Seconds()
-	fmt.Fprintf(os.Stdout, "\nAgent idle %v with %d ImageWarms x %d images, all present: RSS %.1f MiB (max %.1f), CPU %v = %.2f millicores, API reads %.1f/min, writes %.1f/min\n\n",
-		f.idle.Round(time.Second), footprintWarms, footprintImages, mib(f.rss), mib(f.maxRSS), f.cpu, mcores, f.reads/minutes, f.writes/minutes)
+	fmt.Fprintf(os.Stdout, "\nAgent idle %v with %d ImageWarms x %d images, all present: RSS %.1f MiB (max %.1f; anonymous %.1f, file-backed %.1f), CPU %v = %.2f millicores, API reads %.1f/min, writes %.1f/min\n\n",
+		f.idle.Round(time.Second), f.warms, footprintImages, mib(f.rss), mib(f.maxRSS), mib(f.rssAnon), mib(f.rssFile), f.cpu, mcores, f.reads/minutes, f.writes/minutes)
 	b.ReportMetric(0, "ns/op")
 	b.ReportMetric(mib(f.maxRSS), "rss-MiB")
+	b.ReportMetric(mib(f.rssAnon), "rss-anon-MiB")
 	b.ReportMetric(mcores, "millicores")
 	b.ReportMetric(f.reads/minutes, "reads/min")
 	b.ReportMetric(f.writes/minutes, "writes/min")
@@ -121,13 +149,26 @@ func requestDelta(before, after map[string]float64, methods ...string) float64 {
 	return d
 }
 
-// pushTiny pushes count distinct images of one small random layer, a few
-// at a time.
+// pushTiny pushes count distinct images that share one small random
+// layer: distinct by a label in their configs, so each is its own image
+// to the runtime, while the registry and containerd store and unpack the
+// layer once (2,000 images with a layer each took minutes to set up).
 func pushTiny(b *testing.B, reg *testbed.Registry, count int) []string {
 	b.Helper()
+	base := testbed.RandomImage(b, testbed.ImageOptions{LayerSize: 512})
+	cf, err := base.ConfigFile()
+	if err != nil {
+		b.Fatal(err)
+	}
 	refs := make([]string, count)
 	parallel(b, count, 8, func(t testbed.TB, i int) {
-		refs[i] = reg.PushRandom(t, fmt.Sprintf("fp/img%04d:v1", i), testbed.ImageOptions{LayerSize: 512}).Ref
+		cfg := *cf.Config.DeepCopy()
+		cfg.Labels = map[string]string{"dev.warmer.perf/n": strconv.Itoa(i)}
+		img, err := mutate.Config(base, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		refs[i] = reg.Push(t, fmt.Sprintf("fp/img%04d:v1", i), img).Ref
 	})
 	return refs
 }
