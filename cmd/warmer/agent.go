@@ -122,8 +122,8 @@ func runAgent(args []string, help io.Writer) error {
 
 // agentGCPercent is the agent's GOGC unless the environment sets one. The
 // agent idles on a small heap on every node: a tighter heap goal keeps its
-// resident memory down (about 6 MiB less with 2,000 images, test/perf
-// BenchmarkAgentFootprint) for garbage collection work it can afford. A
+// resident memory down (docs/performance.md) for garbage collection work
+// it can afford, as it allocates little between passes. A
 // memory limit is left to the deployer (GOMEMLIMIT from the container's
 // limit): a fixed one could make a node with many images collect
 // without pause.
