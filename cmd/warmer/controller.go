@@ -60,7 +60,7 @@ func runController(args []string, help io.Writer) error {
 		LeaseDuration: ptr(60 * time.Second),
 		RenewDeadline: ptr(40 * time.Second),
 		RetryPeriod:   ptr(5 * time.Second),
-		Cache:                         cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		Cache:         cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
