@@ -69,7 +69,7 @@ type NodeAgent struct {
 	ProgressInterval time.Duration
 
 	trigger chan event.GenericEvent
-	memo    parseMemo // ImageWarm specs parsed by earlier passes; Reconcile's alone
+	memo    parseMemo  // ImageWarm specs parsed by earlier passes; Reconcile's alone
 	mu      sync.Mutex // guards st, which the engine's listener also reads
 	st      agentState
 }

@@ -178,7 +178,7 @@ func (wb *warmBed) waitClean(b *testing.B) {
 		ctx := context.Background()
 		err := wb.cp.Client.Get(ctx, types.NamespacedName{Namespace: "default", Name: "perf"}, &warmv1.ImageWarm{})
 		if !apierrors.IsNotFound(err) {
-			return fmt.Errorf("ImageWarm still there (%v)", err)
+			return fmt.Errorf("ImageWarm still there (%w)", err)
 		}
 		var nw warmv1.NodeWarm
 		if err := wb.cp.Client.Get(ctx, types.NamespacedName{Name: wb.node}, &nw); err != nil {

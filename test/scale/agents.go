@@ -52,8 +52,7 @@ func Start(opts Options, nodes []string) (*Fleet, error) {
 	for _, node := range nodes {
 		mgr, rt, err := newAgent(opts, node)
 		if err != nil {
-			f.Stop()
-			return nil, fmt.Errorf("agent %s: %w", node, err)
+			return nil, errors.Join(fmt.Errorf("agent %s: %w", node, err), f.Stop())
 		}
 		f.Runtimes[node] = rt
 		f.wg.Go(func() {
