@@ -36,10 +36,10 @@ type warmBed struct {
 	// lastWarm is when the last warm through the agent ended.
 	lastWarm time.Time
 	cp       *testbed.ControlPlane
-	cli     client.WithWatch
-	cri     runtimeapi.ImageServiceClient
-	node    string
-	metrics string // the agent's /metrics
+	cli      client.WithWatch
+	cri      runtimeapi.ImageServiceClient
+	node     string
+	metrics  string // the agent's /metrics
 }
 
 // BenchmarkTimeToWarm times warming one node through the whole product:
