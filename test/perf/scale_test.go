@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -65,6 +66,13 @@ func fleetSizes(b *testing.B) []int {
 // its own apiserver_request_total scraped before and after.
 func BenchmarkScale(b *testing.B) {
 	ctrl.SetLogger(zap.New(zap.Level(zapcore.ErrorLevel))) // errors only; agents' chatter would drown the table
+	// A thousand agents in one process hold tens of thousands of sockets
+	// (each its own connections, as in its own Pod); this machine's
+	// 20,000 open files ran out at 300 agents. Root may raise the limit.
+	lim := syscall.Rlimit{Cur: 1 << 20, Max: 1 << 20}
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		b.Logf("raising the open-file limit: %v", err)
+	}
 	for _, n := range fleetSizes(b) {
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
 			for b.Loop() {
@@ -87,6 +95,7 @@ type scaleResult struct {
 	window              time.Duration
 	nodeWarmWritesTotal float64
 	ctrlRestarts        int
+	simFDs              int     // open files of the simulation process
 	throttled, rejected float64 // 429 answers; requests priority and fairness turned away
 }
 
@@ -171,6 +180,9 @@ func runScale(b *testing.B, n int) {
 	ctrlAfter, simAfter := readProc(b, ctrlProc.Pid()), readProc(b, os.Getpid())
 	r.ctrlCPU, r.ctrlRSS, r.ctrlPeak = ctrlAfter.cpu-ctrlBefore.cpu, ctrlAfter.rss, peakRSS(b, ctrlProc.Pid())
 	r.simCPU, r.simRSS = simAfter.cpu-simBefore.cpu, simAfter.rss
+	if fds, err := os.ReadDir("/proc/self/fd"); err == nil {
+		r.simFDs = len(fds)
+	}
 	r.writes = writesByResource(before, after)
 	r.nodeWarmWritesTotal = r.writes["nodewarms"] + r.writes["nodewarms/status"]
 	r.throttled = sumSamples(after, "apiserver_request_total", `code="429"`) - sumSamples(before, "apiserver_request_total", `code="429"`)
@@ -338,8 +350,8 @@ func reportScale(b *testing.B, r scaleResult) {
 	if r.ctrlRestarts > 0 {
 		fmt.Fprintf(w, "the controller lost its lease and was restarted %d time(s)\n", r.ctrlRestarts)
 	}
-	fmt.Fprintf(w, "controller: CPU %.2fs (%.0f millicores over the window), RSS %.0f MiB (peak %.0f MiB); simulation process: CPU %.1fs, RSS %.0f MiB\n",
-		r.ctrlCPU.Seconds(), 1000*r.ctrlCPU.Seconds()/r.window.Seconds(), mib(r.ctrlRSS), mib(r.ctrlPeak), r.simCPU.Seconds(), mib(r.simRSS))
+	fmt.Fprintf(w, "controller: CPU %.2fs (%.0f millicores over the window), RSS %.0f MiB (peak %.0f MiB); simulation process: CPU %.1fs, RSS %.0f MiB, %d open files\n",
+		r.ctrlCPU.Seconds(), 1000*r.ctrlCPU.Seconds()/r.window.Seconds(), mib(r.ctrlRSS), mib(r.ctrlPeak), r.simCPU.Seconds(), mib(r.simRSS), r.simFDs)
 	fmt.Fprintf(w, "| %-28s | %8s | %9s |\n|------------------------------|---------:|----------:|\n", "writes (resource)", "total", "per node")
 	for _, k := range keys {
 		fmt.Fprintf(w, "| %-28s | %8.0f | %9.2f |\n", k, r.writes[k], r.writes[k]/float64(r.n))
