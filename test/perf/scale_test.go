@@ -286,7 +286,8 @@ func allPulled(f *scale.Fleet, count int) bool {
 }
 
 // writesByResource is the increase of apiserver_request_total for
-// mutating verbs, by resource (and subresource).
+// mutating verbs answered with success, by resource (and subresource):
+// the writes that happened. Requests turned away (429) are counted apart.
 func writesByResource(before, after map[string]float64) map[string]float64 {
 	out := map[string]float64{}
 	for k, v := range after {
@@ -295,6 +296,9 @@ func writesByResource(before, after map[string]float64) map[string]float64 {
 		}
 		verb := label(k, "verb")
 		if verb != "POST" && verb != "PUT" && verb != "PATCH" && verb != "DELETE" && verb != "APPLY" {
+			continue
+		}
+		if !strings.HasPrefix(label(k, "code"), "2") {
 			continue
 		}
 		res := label(k, "resource")
