@@ -157,6 +157,7 @@ func newAgentManager(cfg *rest.Config, f *agentFlags) (ctrl.Manager, error) {
 		Scheme:                 scheme(),
 		Metrics:                metricsserver.Options{BindAddress: f.metricsAddr},
 		HealthProbeBindAddress: f.probeAddr,
+		PprofBindAddress:       f.pprofAddr,
 		Cache:                  controllers.AgentCacheOptions(f.nodeName),
 		Client:                 controllers.AgentClientOptions(),
 	})

@@ -47,6 +47,7 @@ func runController(args []string, help io.Writer) error {
 		Scheme:                  scheme(),
 		Metrics:                 metricsserver.Options{BindAddress: f.metricsAddr},
 		HealthProbeBindAddress:  f.probeAddr,
+		PprofBindAddress:        f.pprofAddr,
 		LeaderElection:          f.leaderElect,
 		LeaderElectionID:        "warmer-controller.warmer.dev",
 		LeaderElectionNamespace: f.leaderNamespace,

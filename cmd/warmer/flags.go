@@ -18,6 +18,7 @@ type commonFlags struct {
 	kubeconfig  string
 	metricsAddr string
 	probeAddr   string
+	pprofAddr   string
 	zap         zap.Options
 }
 
@@ -25,6 +26,7 @@ func (c *commonFlags) bind(fs *flag.FlagSet, metricsDefault, probeDefault string
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "Path to a kubeconfig; in a Pod the service account is used.")
 	fs.StringVar(&c.metricsAddr, "metrics-bind-address", metricsDefault, "Address the Prometheus /metrics endpoint listens on; \"0\" turns it off.")
 	fs.StringVar(&c.probeAddr, "health-probe-bind-address", probeDefault, "Address /healthz and /readyz listen on; \"0\" turns them off.")
+	fs.StringVar(&c.pprofAddr, "pprof-bind-address", "0", "Address Go's /debug/pprof profiles listen on, for performance work; \"0\" (the default) turns them off.")
 	c.zap.BindFlags(fs)
 }
 

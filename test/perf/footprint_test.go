@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"runtime"
 	"strconv"
@@ -78,7 +80,13 @@ func BenchmarkAgentFootprint(b *testing.B) {
 		k, v, _ := strings.Cut(kv, "=")
 		b.Setenv(k, v)
 	}
-	proc, metrics := startAgent(b, cp, bin, "fp-node", ctd)
+	var pprofArgs []string
+	pprofAddr := ""
+	if os.Getenv("BENCH_PPROF") != "" {
+		pprofAddr = fmt.Sprintf("127.0.0.1:%d", testbed.FreePort(b))
+		pprofArgs = []string{"--pprof-bind-address", pprofAddr}
+	}
+	proc, metrics := startAgent(b, cp, bin, "fp-node", ctd, pprofArgs...)
 	eventually(b, 5*time.Minute, "the NodeWarm lists every image present", func() error {
 		var nw warmv1.NodeWarm
 		if err := cp.Client.Get(context.Background(), types.NamespacedName{Name: "fp-node"}, &nw); err != nil {
@@ -96,6 +104,10 @@ func BenchmarkAgentFootprint(b *testing.B) {
 		reqBefore := scrape(b, metrics)
 		before := readProc(b, proc.Pid())
 		start := time.Now()
+		if pprofAddr != "" {
+			// BENCH_PPROF=file: a CPU profile of the agent over the idle period.
+			go saveProfile(b, pprofAddr, idle, os.Getenv("BENCH_PPROF"))
+		}
 		var maxRSS int64
 		for time.Since(start) < idle {
 			time.Sleep(time.Second)
@@ -246,4 +258,22 @@ func (g *goTB) err() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return errors.Join(g.errs...)
+}
+
+// saveProfile fetches a CPU profile of the given length from a pprof
+// listener into path.
+func saveProfile(b *testing.B, addr string, d time.Duration, path string) {
+	resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, int(d.Seconds())))
+	if err != nil {
+		b.Logf("profiling the agent: %v", err)
+		return
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err == nil {
+		err = os.WriteFile(path, raw, 0o644)
+	}
+	if err != nil {
+		b.Logf("saving the agent's profile: %v", err)
+	}
 }
