@@ -80,6 +80,7 @@ type parsedWarm struct {
 	generation int64
 	selector   labels.Selector
 	selErr     error
+	parsedRefs bool          // images and invalid are filled in
 	images     []parsedImage // distinct by normalised reference, spec order
 	invalid    []invalidImage
 	usedIn     uint64 // the last pass that used it
@@ -118,6 +119,7 @@ func (m *parseMemo) desiredImages(nodeLabels map[string]string, warms []warmv1.I
 		}
 		set.warms = append(set.warms, warmv1.WarmRef{Namespace: iw.Namespace, Name: iw.Name, Generation: iw.Generation})
 		set.objects[nn] = stub(iw)
+		pw.parseRefs(nn, iw)
 		set.add(iw, nn, pw)
 	}
 	for nn, pw := range m.warms {
@@ -136,18 +138,29 @@ func (m *parseMemo) parsed(nn types.NamespacedName, iw *warmv1.ImageWarm) *parse
 	// Generation 0 means the server did not set one (tests build objects
 	// by hand): such specs are parsed every time.
 	if !ok || pw.uid != iw.UID || pw.generation != iw.Generation || iw.Generation == 0 {
-		pw = parseWarm(nn, iw)
+		pw = parseWarm(iw)
 		m.warms[nn] = pw
 	}
 	pw.usedIn = m.pass
 	return pw
 }
 
-// parseWarm parses an ImageWarm's selector and images. Two spellings of
-// one image in one ImageWarm count once.
-func parseWarm(nn types.NamespacedName, iw *warmv1.ImageWarm) *parsedWarm {
-	pw := &parsedWarm{uid: iw.UID, generation: iw.Generation, images: make([]parsedImage, 0, len(iw.Spec.Images))}
+// parseWarm parses an ImageWarm's selector; its images are parsed when it
+// first matches (parseRefs): on most nodes most ImageWarms do not.
+func parseWarm(iw *warmv1.ImageWarm) *parsedWarm {
+	pw := &parsedWarm{uid: iw.UID, generation: iw.Generation}
 	pw.selector, pw.selErr = iw.Spec.NodeSelector.AsSelector()
+	return pw
+}
+
+// parseRefs parses the ImageWarm's images once. Two spellings of one image
+// in one ImageWarm count once.
+func (pw *parsedWarm) parseRefs(nn types.NamespacedName, iw *warmv1.ImageWarm) {
+	if pw.parsedRefs {
+		return
+	}
+	pw.parsedRefs = true
+	pw.images = make([]parsedImage, 0, len(iw.Spec.Images))
 	seen := make(map[string]bool, len(iw.Spec.Images))
 	for _, img := range iw.Spec.Images {
 		ref, err := pullengine.ParseReference(string(img))
@@ -162,7 +175,6 @@ func parseWarm(nn types.NamespacedName, iw *warmv1.ImageWarm) *parsedWarm {
 		seen[key] = true
 		pw.images = append(pw.images, parsedImage{ref: ref, key: key, image: string(img)})
 	}
-	return pw
 }
 
 // add merges one matching ImageWarm's images into the set.

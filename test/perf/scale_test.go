@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"sort"
 	"strconv"
@@ -114,6 +115,12 @@ func runScale(b *testing.B, n int) {
 	// A real agent has no client-side rate limit (see cmd/warmer): the
 	// server's priority and fairness is what holds back a fleet.
 	agentCfg.QPS, agentCfg.Burst = -1, 0
+	// Each agent its own connection, as from its own Pod: client-go
+	// otherwise shares one transport between equal configs, and a
+	// thousand agents' watches and writes over a few shared HTTP/2
+	// connections overflowed their streams into bursts of new
+	// connections (over 20,000 open files at once).
+	agentCfg.Dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	names := make([]string, n)
 	for i := range names {
 		names[i] = nodeName(i)
