@@ -97,8 +97,12 @@ func BenchmarkAgentFootprint(b *testing.B) {
 		}
 		return nil
 	})
-	// Settling: start-up garbage collected, the first resync done.
-	time.Sleep(15 * time.Second)
+	// Settling: start-up garbage collected (shorter in the short form).
+	settle := 5 * time.Second
+	if full() {
+		settle = 15 * time.Second
+	}
+	time.Sleep(settle)
 
 	for b.Loop() {
 		reqBefore := scrape(b, metrics)
