@@ -67,9 +67,8 @@ func fleetSizes(b *testing.B) []int {
 // its own apiserver_request_total scraped before and after.
 func BenchmarkScale(b *testing.B) {
 	ctrl.SetLogger(zap.New(zap.Level(zapcore.ErrorLevel))) // errors only; agents' chatter would drown the table
-	// A thousand agents in one process hold tens of thousands of sockets
-	// (each its own connections, as in its own Pod); this machine's
-	// 20,000 open files ran out at 300 agents. Root may raise the limit.
+	// A thousand agents in one process hold a thousand connections and
+	// more at times; root may raise the open-file limit.
 	lim := syscall.Rlimit{Cur: 1 << 20, Max: 1 << 20}
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		b.Logf("raising the open-file limit: %v", err)
