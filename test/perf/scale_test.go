@@ -124,7 +124,10 @@ func runScale(b *testing.B, n int) {
 	for i := range names {
 		names[i] = nodeName(i)
 	}
-	fleet, err := scale.Start(scale.Options{Config: agentCfg, Scheme: testbed.Scheme(), PullLatency: scalePullLatency}, names)
+	// BENCH_SCALE_NO_EVENTS=1: agents without events, an experiment to
+	// tell what events cost (docs/performance.md).
+	fleet, err := scale.Start(scale.Options{Config: agentCfg, Scheme: testbed.Scheme(), PullLatency: scalePullLatency,
+		NoEvents: os.Getenv("BENCH_SCALE_NO_EVENTS") == "1"}, names)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/controllers"
@@ -30,6 +31,9 @@ type Options struct {
 	Scheme *runtime.Scheme
 	// PullLatency is how long each fake pull takes.
 	PullLatency time.Duration
+	// NoEvents leaves the agents without an event recorder: an
+	// experiment, to tell what events cost the API server.
+	NoEvents bool
 }
 
 // Fleet is a set of running simulated agents.
@@ -93,10 +97,14 @@ func newAgent(opts Options, node string) (ctrl.Manager, *FakeRuntime, error) {
 		return nil, nil, err
 	}
 	rt := NewFakeRuntime(opts.PullLatency, 20<<20)
+	var rec recorder.EventRecorder
+	if !opts.NoEvents {
+		rec = mgr.GetEventRecorder("warmer-agent")
+	}
 	agent := &controllers.NodeAgent{
 		Client:           mgr.GetClient(),
 		APIReader:        mgr.GetAPIReader(),
-		Recorder:         mgr.GetEventRecorder("warmer-agent"),
+		Recorder:         rec,
 		NodeName:         node,
 		Runtime:          warmv1.RuntimeInfo{Name: "fake", Version: "0", Endpoint: "memory"},
 		ResyncPeriod:     time.Minute,
