@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/pkg/pullengine"
 	"github.com/warmer-dev/warmer/test/testbed"
 )
 
@@ -43,6 +44,10 @@ func TestDiskPressure(t *testing.T) {
 func testGuard(t *testing.T, f *testbed.Fleet, reg *testbed.Registry, node string) {
 	n := f.Nodes[node]
 	filler := n.Containerd.Fill(40 * testbed.MB)
+	// The guard caches its reading for DefaultDiskCheckInterval and the
+	// node has no NodeWarm to watch yet: outwait the cache, or a pull could
+	// start on a reading from before the filler.
+	time.Sleep(pullengine.DefaultDiskCheckInterval + time.Second)
 	p := testbed.StartFaultProxy(t, reg.Host)
 	ref := via(reg.PushRandom(t, "disk/fill:v1", testbed.ImageOptions{LayerSize: testbed.MB}), reg, p)
 	warmOn(t, f, "fill", node, 0, ref)
