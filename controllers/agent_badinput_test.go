@@ -102,7 +102,7 @@ func agentCases(t *testing.T, regs testbed.Registries, cat testbed.Catalog) []ag
 			pullSecrets: []string{"cross"}, images: []string{priv(9)},
 			reason: "Unauthorized", message: unauthorized, event: "InvalidPullSecret", note: `pull secret "cross" not found in namespace "bad"`},
 		{name: "legacy dockercfg secret", secrets: []*corev1.Secret{secret(badNS, "legacy", corev1.SecretTypeDockercfg, map[string]string{corev1.DockerConfigKey: legacy})},
-			pullSecrets: []string{"legacy"}, images: []string{priv(10)}, event: "Pulled", note: "Successfully pulled"},
+			pullSecrets: []string{"legacy"}, images: []string{priv(10)}, event: "Warmed", note: "Every image is present"},
 		{name: "bad secret, then a good one", secrets: []*corev1.Secret{dockerJSON("good", good)},
 			pullSecrets: []string{"absent", "good"}, images: []string{priv(11)}, event: "InvalidPullSecret", note: `pull secret "absent" not found`},
 		{name: "missing tag", images: []string{regs.Anon.Ref("test/small:nope")},

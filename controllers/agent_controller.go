@@ -67,6 +67,9 @@ type NodeAgent struct {
 	// ProgressInterval is the least time between two NodeWarm writes while
 	// pulls are under way; a settled result is written at once.
 	ProgressInterval time.Duration
+	// PerImageEvents adds the kubelet's Pulling and Pulled events for every
+	// image to the one Warmed event per ImageWarm (see agent_events.go).
+	PerImageEvents bool
 
 	trigger chan event.GenericEvent
 	memo    parseMemo  // ImageWarm specs parsed by earlier passes; Reconcile's alone

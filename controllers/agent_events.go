@@ -22,6 +22,7 @@ import (
 const (
 	ReasonPulling           = "Pulling"
 	ReasonPulled            = "Pulled"
+	ReasonWarmed            = "Warmed"
 	ReasonFailed            = "Failed"
 	ReasonBackOff           = "BackOff"
 	ReasonEvicted           = "Evicted"
@@ -33,6 +34,7 @@ const (
 const (
 	ActionPull   = "Pull"
 	ActionConfig = "ReadConfig"
+	ActionWarm   = "Warm"
 )
 
 // maxEventSubjects bounds how many ImageWarms one image's event goes to.
@@ -52,6 +54,10 @@ var _ pullengine.Listener = &NodeAgent{}
 func (a *NodeAgent) PullStarted(ref pullengine.Reference) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.startTallyLocked(ref.String(), time.Now())
+	if !a.PerImageEvents {
+		return
+	}
 	a.eventLocked(context.Background(), ref.String(), corev1.EventTypeNormal, ReasonPulling, ActionPull,
 		"Pulling image %q", a.spellingLocked(ref.String(), ref.Original()))
 }
@@ -66,8 +72,11 @@ func (a *NodeAgent) PullFinished(res pullengine.Result) {
 		a.st.present[res.Ref] = true
 		a.st.refreshedAt[res.Ref] = res.Finished
 		delete(a.st.failures, res.Ref)
-		a.eventLocked(context.Background(), res.Ref, corev1.EventTypeNormal, ReasonPulled, ActionPull,
-			"Successfully pulled image %q in %v. Image size: %d bytes.", image, res.Duration.Truncate(time.Millisecond), res.Size)
+		a.tallyPulledLocked(res)
+		if a.PerImageEvents {
+			a.eventLocked(context.Background(), res.Ref, corev1.EventTypeNormal, ReasonPulled, ActionPull,
+				"Successfully pulled image %q in %v. Image size: %d bytes.", image, res.Duration.Truncate(time.Millisecond), res.Size)
+		}
 	case res.Class == pullengine.ClassCanceled:
 		// No longer wanted: nobody to tell.
 	default:

@@ -43,7 +43,7 @@ func eventAgent(t *testing.T, cp *testbed.ControlPlane, node *corev1.Node, warms
 			t.Errorf("manager: %v", err)
 		}
 	})
-	a := &NodeAgent{Recorder: mgr.GetEventRecorder("warmer-agent"), NodeName: node.Name, st: newAgentState()}
+	a := &NodeAgent{Recorder: mgr.GetEventRecorder("warmer-agent"), NodeName: node.Name, st: newAgentState(), PerImageEvents: true}
 	d, _ := desiredImages(node.Labels, warms)
 	a.st.setWantersLocked(d, node)
 	return a
@@ -157,4 +157,50 @@ func distinctNotes(evs []eventsv1.Event, images ...string) error {
 		}
 	}
 	return nil
+}
+
+// TestWarmedEvent checks, on a real API server, that by default a node
+// records one Warmed event per ImageWarm once all its images are present,
+// instead of two events per image.
+func TestWarmedEvent(t *testing.T) {
+	cp := testbed.StartControlPlane(t)
+	ctx := context.Background()
+	node := cp.CreateNode(t, "warmed-node", nil)
+	imgA, imgB := "registry.example:5000/team/a:v1", "registry.example:5000/team/b:v1"
+	iw := testbed.NewWarm("default", "pair", nil, imgA, imgB)
+	if err := cp.Client.Create(ctx, iw); err != nil {
+		t.Fatal(err)
+	}
+	a := eventAgent(t, cp, node, *iw)
+	a.PerImageEvents = false
+	d, _ := desiredImages(node.Labels, []warmv1.ImageWarm{*iw})
+	now := time.Now()
+	for _, img := range []string{imgA, imgB} {
+		a.PullStarted(d.images[img].ref)
+		a.PullFinished(pullengine.Result{Image: img, Ref: img, Size: 1 << 20, Duration: time.Second, Finished: now})
+	}
+	a.mu.Lock()
+	a.warmedEventsLocked(ctx, d, map[string]warmv1.ImageState{imgA: warmv1.ImagePresent, imgB: warmv1.ImagePulling})
+	a.mu.Unlock()
+	time.Sleep(2 * time.Second) // the recorder sends asynchronously
+	if evs := eventsAbout(t, cp, iw, ReasonWarmed); len(evs) != 0 {
+		t.Fatalf("Warmed before every image is present: %v", evs[0].Note)
+	}
+	a.mu.Lock()
+	a.warmedEventsLocked(ctx, d, map[string]warmv1.ImageState{imgA: warmv1.ImagePresent, imgB: warmv1.ImagePresent})
+	a.warmedEventsLocked(ctx, d, map[string]warmv1.ImageState{imgA: warmv1.ImagePresent, imgB: warmv1.ImagePresent})
+	a.mu.Unlock()
+	testbed.Eventually(t, 20*time.Second, "one Warmed event", func() error {
+		evs := eventsAbout(t, cp, iw, ReasonWarmed)
+		if len(evs) != 1 || evs[0].Series != nil || !strings.Contains(evs[0].Note, "pulled 2 (2097152 bytes)") ||
+			!strings.HasSuffix(evs[0].Note, "(node warmed-node)") {
+			return fmt.Errorf("%d Warmed events: %+v", len(evs), evs)
+		}
+		return nil
+	})
+	for _, r := range []string{ReasonPulling, ReasonPulled} {
+		if evs := eventsAbout(t, cp, iw, r); len(evs) != 0 {
+			t.Errorf("%d %s events without PerImageEvents", len(evs), r)
+		}
+	}
 }

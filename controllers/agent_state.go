@@ -41,6 +41,9 @@ type agentState struct {
 	// secretProblems remembers the problem last reported per secret, so
 	// each is reported once.
 	secretProblems map[types.NamespacedName]string
+	// warming tallies, per ImageWarm, the pulls done for it since its
+	// last Warmed event.
+	warming map[types.NamespacedName]*warmProgress
 }
 
 func newAgentState() agentState {
@@ -52,6 +55,7 @@ func newAgentState() agentState {
 		failures:    map[string]int32{},
 
 		secretProblems: map[types.NamespacedName]string{},
+		warming:        map[types.NamespacedName]*warmProgress{},
 	}
 }
 

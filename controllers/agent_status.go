@@ -62,6 +62,7 @@ func (a *NodeAgent) buildStatusLocked(ctx context.Context, d desiredSet, p *pull
 		st.Images = append(st.Images, img)
 	}
 	a.st.states = states
+	a.warmedEventsLocked(ctx, d, states)
 	for _, bad := range d.invalid {
 		img := warmv1.NodeImage{Image: bad.image, State: warmv1.ImageFailed, Reason: string(pullengine.ClassInvalidImageName),
 			Message: cut(bad.err.Error()), LastTransitionTime: now, RequestedBy: []string{bad.warm.String()}}

@@ -39,6 +39,7 @@ type agentFlags struct {
 	diskThreshold    int
 	resync           time.Duration
 	statusQPS        float64
+	perImageEvents   bool
 	statusBurst      int
 	progressInterval time.Duration
 }
@@ -58,6 +59,7 @@ func (f *agentFlags) bind(fs *flag.FlagSet) {
 	fs.IntVar(&f.diskThreshold, "image-fs-threshold-percent", pullengine.DefaultDiskThresholdPercent, "Start no pull while the image filesystem is fuller than this (the kubelet's image GC starts at 85); 100 turns the guard off.")
 	fs.DurationVar(&f.resync, "resync-period", time.Minute, "Longest time between two checks of the runtime's images, so removed images are pulled again.")
 	fs.Float64Var(&f.statusQPS, "status-update-qps", 0.5, "Token bucket rate of NodeWarm status writes.")
+	fs.BoolVar(&f.perImageEvents, "per-image-events", false, "Also record the kubelet's Pulling and Pulled events for every image (two events per image per node), besides one Warmed event per ImageWarm.")
 	fs.IntVar(&f.statusBurst, "status-update-burst", 5, "Token bucket size of NodeWarm status writes.")
 	fs.DurationVar(&f.progressInterval, "status-progress-interval", 2*time.Second, "Least time between NodeWarm writes while pulls are under way; a settled result is written at once.")
 }
@@ -173,6 +175,7 @@ func setupAgent(mgr ctrl.Manager, cri *criclient.Client, f *agentFlags) error {
 		ResyncPeriod:     f.resync,
 		StatusLimiter:    flowcontrol.NewTokenBucketRateLimiter(float32(f.statusQPS), f.statusBurst),
 		ProgressInterval: f.progressInterval,
+		PerImageEvents:   f.perImageEvents,
 	}
 	engine := pullengine.New(cri, pullengine.Options{
 		SerializePulls:       f.serialize,

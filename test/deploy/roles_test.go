@@ -93,20 +93,18 @@ func checkWrites(t *testing.T, cp *testbed.ControlPlane) {
 		t.Errorf("leader election Lease: %+v, error %v", lease.Spec, err)
 	}
 	// Events are sent in the background, so they may come after Ready.
-	// The recorder folds the two Pulled events (they differ only in their
-	// note) into one event's series, racing its own create and patch, so
-	// whether one or two objects show is not certain: one is enough here;
-	// the permission checks cover patch.
+	// The agent records one Warmed event for the ImageWarm once both its
+	// images are present; creating it proves the role allows events.
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 		var events eventsv1.EventList
 		if err := cp.Client.List(ctx, &events, client.InNamespace(teamNamespace)); err != nil {
 			t.Fatal(err)
 		}
-		if slices.ContainsFunc(events.Items, func(e eventsv1.Event) bool { return e.Reason == "Pulled" }) {
+		if slices.ContainsFunc(events.Items, func(e eventsv1.Event) bool { return e.Reason == "Warmed" }) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("no Pulled event after 30s")
+			t.Fatal("no Warmed event after 30s")
 		}
 	}
 }
