@@ -75,8 +75,12 @@ func TestLabelFlapAndDeleteMidPull(t *testing.T) {
 	if c := n.Metric(t, "warmer_image_pulls_total", `reason="Canceled"`) - canceledBefore; int(c) != len(bulk) {
 		t.Errorf("%v cancelled pulls counted, want %d", c, len(bulk))
 	}
-	if c := n.Metric(t, "warmer_image_pulls_total", `result="success"`); c != 3 {
-		t.Errorf("%v successful pulls, want 3 (the small images, once each, however often the label flipped)", c)
+	// Each small image is pulled successfully at most once, however often
+	// the label flipped. Fewer is right too: a pull a flip cancelled can
+	// still complete inside containerd (seen in CI), and the next pass then
+	// finds the image present and pulls nothing; presence was checked above.
+	if c := n.Metric(t, "warmer_image_pulls_total", `result="success"`); c < 1 || c > 3 {
+		t.Errorf("%v successful pulls, want 1 to 3 (the small images, at most once each)", c)
 	}
 	if err := criConsistent(t, n); err != nil {
 		t.Error(err)
