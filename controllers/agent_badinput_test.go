@@ -168,7 +168,7 @@ func TestAgentBadInput(t *testing.T) {
 		testbed.Eventually(t, 60*time.Second, "NotFound for all 99", func() error {
 			for _, ref := range cases[len(cases)-2].images {
 				if img, err := f.NodeImage(bedNode, ref); err != nil || img.Reason != "NotFound" {
-					return fmt.Errorf("%s: %+v %v", ref, img, err)
+					return fmt.Errorf("%s: %+v: %w", ref, img, err)
 				}
 			}
 			return nil

@@ -34,15 +34,7 @@ func eventAgent(t *testing.T, cp *testbed.ControlPlane, node *corev1.Node, warms
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	runManager(t, mgr)
 	a := &NodeAgent{Recorder: mgr.GetEventRecorder("warmer-agent"), NodeName: node.Name, st: newAgentState(), PerImageEvents: true}
 	d, _ := desiredImages(node.Labels, warms)
 	a.st.setWantersLocked(d, node)

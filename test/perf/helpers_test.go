@@ -194,15 +194,5 @@ func startAgent(b *testing.B, cp *testbed.ControlPlane, bin, node string, ctd *t
 // benchmark after timeout.
 func eventually(b *testing.B, timeout time.Duration, what string, check func() error) {
 	b.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("%s: not within %v: %v", what, timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testbed.Poll(b, 50*time.Millisecond, timeout, what, check)
 }

@@ -170,8 +170,17 @@ func (n *Node) RestartAgent(t TB) {
 	n.Agent = StartProcess(t, "agent "+n.Name, n.agentArgs...)
 }
 
-// Eventually retries check until it returns nil or the timeout passes.
+// Eventually retries check every 250 ms until it returns nil or the timeout
+// passes.
 func Eventually(t TB, timeout time.Duration, what string, check func() error) {
+	t.Helper()
+	Poll(t, 250*time.Millisecond, timeout, what, check)
+}
+
+// Poll retries check every interval until it returns nil, or fails the
+// test once timeout has passed. Benchmarks that time what they wait for
+// poll more often than Eventually.
+func Poll(t TB, interval, timeout time.Duration, what string, check func() error) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -182,7 +191,7 @@ func Eventually(t TB, timeout time.Duration, what string, check func() error) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: not within %v: %v", what, timeout, err)
 		}
-		time.Sleep(250 * time.Millisecond)
+		time.Sleep(interval)
 	}
 }
 
