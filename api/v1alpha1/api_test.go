@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -67,12 +66,7 @@ var (
 )
 
 func testInvalidImageWarms(t *testing.T, cp *testbed.ControlPlane) {
-	cases := []struct {
-		name, spec string
-		// want lists fragments the API server's message must contain: the
-		// field path first.
-		want []string
-	}{
+	cases := []badInputCase{
 		{"no images", `{}`, []string{"spec.images", "Required"}},
 		{"empty images", `{"images":[]}`, []string{"spec.images", "at least 1"}},
 		{"too many images", `{"images":` + images(101) + `}`, []string{"spec.images", "at most 100"}},
@@ -115,20 +109,7 @@ func testInvalidImageWarms(t *testing.T, cp *testbed.ControlPlane) {
 		t.Fatalf("only %d invalid cases", len(cases))
 	}
 	for i, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			err := cp.Client.Create(context.Background(), imageWarm(t, fmt.Sprintf("invalid-%d", i), c.spec))
-			if err == nil {
-				t.Fatalf("accepted %s", c.spec)
-			}
-			if !apierrors.IsInvalid(err) {
-				t.Fatalf("want an Invalid error, got %v", err)
-			}
-			for _, w := range c.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("message lacks %q:\n%v", w, err)
-				}
-			}
-		})
+		t.Run(c.name, func(t *testing.T) { expectInvalid(t, cp, fmt.Sprintf("invalid-%d", i), c) })
 	}
 }
 

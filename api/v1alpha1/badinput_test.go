@@ -152,8 +152,8 @@ func expectInvalid(t *testing.T, cp *testbed.ControlPlane, name string, c badInp
 	if err == nil {
 		t.Fatalf("accepted %.200s", c.spec)
 	}
-	if !apierrors.IsInvalid(err) && !apierrors.IsBadRequest(err) {
-		t.Fatalf("want an Invalid or BadRequest error, got %v", err)
+	if !apierrors.IsInvalid(err) {
+		t.Fatalf("want an Invalid error, got %v", err)
 	}
 	for _, w := range c.want {
 		if !strings.Contains(err.Error(), w) {
