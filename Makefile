@@ -30,8 +30,9 @@ generate: ## Regenerate deepcopy code for the API types.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 
 .PHONY: manifests
-manifests: ## Regenerate the CRDs under config/crd/bases.
+manifests: ## Regenerate the CRDs under config/crd/bases (and their copy in the Helm chart).
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:dir=config/crd/bases
+	cp config/crd/bases/*.yaml charts/warmer/files/crds/
 
 .PHONY: fmt
 fmt: ## gofmt every Go file.
@@ -43,9 +44,9 @@ vet: ## go vet every package.
 
 .PHONY: verify
 verify: generate manifests ## Fail when generated files are stale, code is unformatted or vet complains.
-	@if [ -n "$$(git status --porcelain -- api config/crd)" ]; then \
+	@if [ -n "$$(git status --porcelain -- api config/crd charts/warmer/files/crds)" ]; then \
 		echo "generated files are stale; run 'make generate manifests' and commit:"; \
-		git status --porcelain -- api config/crd; git diff --stat -- api config/crd; exit 1; fi
+		git status --porcelain -- api config/crd charts/warmer/files/crds; git diff --stat -- api config/crd charts/warmer/files/crds; exit 1; fi
 	@if [ -n "$$(gofmt -l $$(git ls-files '*.go'))" ]; then \
 		echo "gofmt would change:"; gofmt -l $$(git ls-files '*.go'); exit 1; fi
 	go vet ./...
@@ -67,9 +68,10 @@ build: ## Build bin/warmer (static, version stamped) and compile every package.
 ##@ Testing
 
 .PHONY: testbed
-testbed: ## Install containerd and docker-registry (apt) and build kube-apiserver and etcd (cached).
+testbed: ## Install containerd and docker-registry (apt) and build kube-apiserver, etcd and helm (cached).
 	hack/install-testbed-deps.sh
 	hack/install-envtest-assets.sh >/dev/null
+	hack/install-helm.sh >/dev/null
 
 # The folder install-envtest-assets.sh fills; it prints it as its last line.
 ASSETS = $$(hack/install-envtest-assets.sh 2>/dev/null)

@@ -1,0 +1,50 @@
+{{/*
+Labels of every object: the two that config/ sets (and selectors use), then
+Helm's own. Call with (dict "root" $ "component" "agent").
+*/}}
+{{- define "warmer.labels" -}}
+app.kubernetes.io/name: warmer
+app.kubernetes.io/component: {{ .component }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version }}
+{{- end }}
+
+{{/* The image both roles run. */}}
+{{- define "warmer.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end }}
+
+{{/*
+Flags from a map of name to value, sorted by name, one list item each; a
+null value is left out, so the binary's default holds.
+*/}}
+{{- define "warmer.flags" -}}
+{{- range $name, $value := . }}
+{{- if not (kindIs "invalid" $value) }}
+- --{{ $name }}={{ $value }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+The runtime's CRI socket and image filesystem on the node, from
+runtime.preset unless set themselves. The paths are the runtimes' defaults;
+docs/operations.md lists them.
+*/}}
+{{- define "warmer.runtime" -}}
+{{- $presets := dict
+  "containerd" (dict "socketPath" "/run/containerd/containerd.sock" "imageFsPath" "/var/lib/containerd")
+  "crio" (dict "socketPath" "/var/run/crio/crio.sock" "imageFsPath" "/var/lib/containers/storage")
+  "k3s" (dict "socketPath" "/run/k3s/containerd/containerd.sock" "imageFsPath" "/var/lib/rancher/k3s/agent/containerd")
+  "rke2" (dict "socketPath" "/run/k3s/containerd/containerd.sock" "imageFsPath" "/var/lib/rancher/rke2/agent/containerd")
+  "cri-dockerd" (dict "socketPath" "/run/cri-dockerd.sock" "imageFsPath" "/var/lib/docker")
+}}
+{{- $preset := get $presets .Values.runtime.preset }}
+{{- if not $preset }}
+{{- fail (printf "runtime.preset %q is none of containerd, crio, k3s, rke2, cri-dockerd" .Values.runtime.preset) }}
+{{- end }}
+socketPath: {{ .Values.runtime.socketPath | default $preset.socketPath }}
+imageFsPath: {{ .Values.runtime.imageFsPath | default $preset.imageFsPath }}
+{{- end }}

@@ -1,0 +1,175 @@
+package chart
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"sort"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// helmLabels are the labels the chart adds to the metadata of every object
+// it makes, by Helm's conventions: who manages the object, and which
+// release, chart and application version it came from. config/ has no
+// release, so the comparison leaves exactly these out. Selectors and Pod
+// templates carry none of them and are compared as they are: they must be
+// the same for an install to move between the two paths.
+var helmLabels = []string{
+	"app.kubernetes.io/instance",
+	"app.kubernetes.io/managed-by",
+	"app.kubernetes.io/version",
+	"helm.sh/chart",
+}
+
+// clusterScoped are the cluster-scoped kinds either path renders. kubectl
+// kustomize stamps its namespace on ValidatingAdmissionPolicy and its
+// binding too (its built-in schema predates them), a field the API server
+// drops for cluster-scoped kinds; the chart does not write it. So the
+// comparison leaves out metadata.namespace of these kinds, on both sides.
+var clusterScoped = []string{
+	"ClusterRole",
+	"ClusterRoleBinding",
+	"CustomResourceDefinition",
+	"ValidatingAdmissionPolicy",
+	"ValidatingAdmissionPolicyBinding",
+}
+
+// TestChartMatchesConfigDefault renders the chart with its default values
+// as release warmer in warmer-system and config/default with kubectl
+// kustomize, and compares them object by object: the CRDs, RBAC, the
+// admission policy, the workloads and the Services. The only object the
+// chart leaves out is the Namespace: Helm installs into a namespace that
+// exists or that --create-namespace makes.
+func TestChartMatchesConfigDefault(t *testing.T) {
+	want := kustomize(t, "default")
+	want = slices.DeleteFunc(want, func(o *unstructured.Unstructured) bool {
+		return o.GetKind() == "Namespace" && o.GetName() == namespace
+	})
+	got := helmTemplate(t, namespace)
+	for _, o := range got {
+		if o.GetKind() == "Namespace" {
+			t.Errorf("the chart renders Namespace %s; the release's namespace is Helm's to make", o.GetName())
+		}
+	}
+	compare(t, "config/default", want, got)
+}
+
+// TestChartPodMonitorsMatchConfigPrometheus checks that podMonitor.enabled
+// adds what config/prometheus adds to config/default, and that the default
+// values add nothing of it.
+func TestChartPodMonitorsMatchConfigPrometheus(t *testing.T) {
+	monitors := func(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+		return slices.DeleteFunc(objs, func(o *unstructured.Unstructured) bool { return o.GetKind() != "PodMonitor" })
+	}
+	if n := len(monitors(helmTemplate(t, namespace))); n != 0 {
+		t.Errorf("the default values render %d PodMonitors, want none (podMonitor.enabled is off by default)", n)
+	}
+	want := monitors(kustomize(t, "prometheus"))
+	if len(want) == 0 {
+		t.Fatal("config/prometheus renders no PodMonitor")
+	}
+	compare(t, "config/prometheus", want, monitors(helmTemplate(t, namespace, "--set", "podMonitor.enabled=true")))
+}
+
+// compare fails the test for every object only one side renders and for
+// every difference between the two renderings of an object, after
+// normalize.
+func compare(t *testing.T, source string, want, got []*unstructured.Unstructured) {
+	t.Helper()
+	wantByID, gotByID := byID(want), byID(got)
+	for _, k := range sortedKeys(wantByID) {
+		g, ok := gotByID[k]
+		if !ok {
+			t.Errorf("%s renders %s; the chart does not", source, k)
+			continue
+		}
+		for _, d := range diff(normalize(wantByID[k]), normalize(g), "") {
+			t.Errorf("%s: %s", k, d)
+		}
+	}
+	for _, k := range sortedKeys(gotByID) {
+		if _, ok := wantByID[k]; !ok {
+			t.Errorf("the chart renders %s; %s does not", k, source)
+		}
+	}
+}
+
+// normalize returns o's content without what legitimately differs between
+// the chart and config/ (helmLabels, clusterScoped).
+func normalize(o *unstructured.Unstructured) map[string]any {
+	c := o.DeepCopy()
+	if labels := c.GetLabels(); labels != nil {
+		for _, l := range helmLabels {
+			delete(labels, l)
+		}
+		c.SetLabels(labels)
+	}
+	if slices.Contains(clusterScoped, c.GetKind()) {
+		c.SetNamespace("")
+	}
+	return c.Object
+}
+
+func byID(objs []*unstructured.Unstructured) map[string]*unstructured.Unstructured {
+	m := make(map[string]*unstructured.Unstructured, len(objs))
+	for _, o := range objs {
+		n := o.DeepCopy()
+		if slices.Contains(clusterScoped, n.GetKind()) {
+			n.SetNamespace("")
+		}
+		m[id(n)] = o
+	}
+	return m
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// diff lists where want and got differ, by field path, as decoded from
+// YAML (maps, lists, strings, numbers, booleans).
+func diff(want, got any, path string) []string {
+	wm, wIsMap := want.(map[string]any)
+	gm, gIsMap := got.(map[string]any)
+	if wIsMap && gIsMap {
+		var out []string
+		keys := sortedKeys(wm)
+		for _, k := range sortedKeys(gm) {
+			if _, ok := wm[k]; !ok {
+				keys = append(keys, k)
+			}
+		}
+		for _, k := range keys {
+			out = append(out, diff(wm[k], gm[k], path+"."+k)...)
+		}
+		return out
+	}
+	wl, wIsList := want.([]any)
+	gl, gIsList := got.([]any)
+	if wIsList && gIsList && len(wl) == len(gl) {
+		var out []string
+		for i := range wl {
+			out = append(out, diff(wl[i], gl[i], fmt.Sprintf("%s[%d]", path, i))...)
+		}
+		return out
+	}
+	if reflect.DeepEqual(want, got) {
+		return nil
+	}
+	return []string{fmt.Sprintf("%s: config/ has %s, the chart %s", path, show(want), show(got))}
+}
+
+// show prints a value of either side, or says it is absent.
+func show(v any) string {
+	if v == nil {
+		return "nothing"
+	}
+	return fmt.Sprintf("%#v", v)
+}
