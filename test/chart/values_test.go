@@ -58,20 +58,22 @@ func hostPaths(t *testing.T, pod map[string]any) (volumes, mounts map[string]str
 }
 
 // TestRuntimePresets checks that each runtime preset points the agent at
-// that runtime's socket and mounts its socket's folder and image
-// filesystem, and that explicit paths override a preset.
+// that runtime's socket and mounts its socket's folder (the socket itself
+// where that folder is /run) and image filesystem, and that explicit paths
+// override a preset.
 func TestRuntimePresets(t *testing.T) {
 	cases := []struct {
-		flags                []string
-		socket, dir, imageFs string
+		flags                  []string
+		socket, mount, imageFs string
 	}{
 		{nil, "/run/containerd/containerd.sock", "/run/containerd", "/var/lib/containerd"},
 		{[]string{"--set", "runtime.preset=crio"}, "/var/run/crio/crio.sock", "/var/run/crio", "/var/lib/containers/storage"},
 		{[]string{"--set", "runtime.preset=k3s"}, "/run/k3s/containerd/containerd.sock", "/run/k3s/containerd", "/var/lib/rancher/k3s/agent/containerd"},
 		{[]string{"--set", "runtime.preset=rke2"}, "/run/k3s/containerd/containerd.sock", "/run/k3s/containerd", "/var/lib/rancher/rke2/agent/containerd"},
-		{[]string{"--set", "runtime.preset=cri-dockerd"}, "/run/cri-dockerd.sock", "/run", "/var/lib/docker"},
+		{[]string{"--set", "runtime.preset=cri-dockerd"}, "/run/cri-dockerd.sock", "/run/cri-dockerd.sock", "/var/lib/docker"},
 		{[]string{"--set", "runtime.preset=crio", "--set", "runtime.socketPath=/custom/run/crio.sock", "--set", "runtime.imageFsPath=/data/images"},
 			"/custom/run/crio.sock", "/custom/run", "/data/images"},
+		{[]string{"--set", "runtime.socketPath=/var/run/other.sock"}, "/var/run/other.sock", "/var/run/other.sock", "/var/lib/containerd"},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.flags, " "), func(t *testing.T) {
@@ -93,7 +95,7 @@ func TestRuntimePresets(t *testing.T) {
 					}
 				}
 			})
-			want := []string{c.dir, c.imageFs}
+			want := []string{c.mount, c.imageFs}
 			slices.Sort(want)
 			if !slices.Equal(got, want) {
 				t.Errorf("host paths %v, want %v", got, want)

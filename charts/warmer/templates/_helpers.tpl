@@ -30,7 +30,7 @@ null value is left out, so the binary's default holds.
 
 {{/*
 The runtime's CRI socket and image filesystem on the node, from
-runtime.preset unless set themselves. The paths are the runtimes' defaults;
+runtime.preset unless set themselves, and what of the socket to mount. The paths are the runtimes' defaults;
 docs/operations.md lists them.
 */}}
 {{- define "warmer.runtime" -}}
@@ -45,6 +45,19 @@ docs/operations.md lists them.
 {{- if not $preset }}
 {{- fail (printf "runtime.preset %q is none of containerd, crio, k3s, rke2, cri-dockerd" .Values.runtime.preset) }}
 {{- end }}
-socketPath: {{ .Values.runtime.socketPath | default $preset.socketPath }}
+{{- $socket := .Values.runtime.socketPath | default $preset.socketPath }}
+socketPath: {{ $socket }}
 imageFsPath: {{ .Values.runtime.imageFsPath | default $preset.imageFsPath }}
+{{- /*
+The socket's folder is mounted rather than the socket, which a restarted
+runtime makes anew; but never all of /run: a socket right in it (as
+cri-dockerd's, which systemd holds across restarts) is mounted itself.
+*/}}
+{{- if has (dir $socket) (list "/run" "/var/run") }}
+socketMount: {{ $socket }}
+socketMountType: Socket
+{{- else }}
+socketMount: {{ dir $socket }}
+socketMountType: Directory
+{{- end }}
 {{- end }}
