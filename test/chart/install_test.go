@@ -2,6 +2,8 @@ package chart
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -28,8 +30,8 @@ func TestLint(t *testing.T) {
 }
 
 // TestInstall installs the chart on a real kube-apiserver, as a user would,
-// into a namespace other than config/'s: first a server-side dry run (every
-// object admitted, nothing stored), then for real. The admission policy
+// into a namespace other than config/'s: first server-side dry runs (every
+// object validated and admitted, nothing stored), then for real. The admission policy
 // must then hold the agent of that namespace to its own node's NodeWarm,
 // and helm uninstall must remove every cluster-scoped object. No kubelet
 // runs here, so the workloads get no Pods; test/cluster runs them.
@@ -41,8 +43,22 @@ func TestInstall(t *testing.T) {
 		t.Fatalf("creating namespace %s: %v\n%s", ns, err, out)
 	}
 
+	// Helm's own server dry run checks the chart against the server's
+	// version and APIs but sends no object; kubectl's sends every object
+	// through validation and admission, and stores none.
 	if _, err := cp.Helm(t, "install", release, chartDir(t), "--namespace", ns, "--dry-run=server"); err != nil {
 		t.Fatal(err)
+	}
+	out, err := templateOutput(t, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest := filepath.Join(t.TempDir(), "warmer.yaml")
+	if err := os.WriteFile(manifest, []byte(out), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := cp.Kubectl(t, "apply", "--dry-run=server", "-f", manifest); err != nil {
+		t.Fatalf("kubectl apply --dry-run=server of the chart: %v\n%s", err, out)
 	}
 	var ds appsv1.DaemonSet
 	if err := cp.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "warmer-agent"}, &ds); !apierrors.IsNotFound(err) {
