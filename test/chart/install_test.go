@@ -20,13 +20,20 @@ import (
 	"github.com/warmer-dev/warmer/test/testbed"
 )
 
-// TestLint runs helm lint --strict on the chart: warnings fail too.
+// TestLint runs helm lint --strict on the chart, with the default values
+// and with the optional parts turned on: warnings fail too.
 func TestLint(t *testing.T) {
-	out, err := testbed.RunHelm(t, "lint", "--strict", chartDir(t), "--namespace", namespace)
-	if err != nil {
-		t.Fatal(err)
+	for _, set := range []string{"", "podMonitor.enabled=true,crds.keep=true,runtime.preset=cri-dockerd,image.pullPolicy=IfNotPresent"} {
+		args := []string{"lint", "--strict", chartDir(t), "--namespace", namespace}
+		if set != "" {
+			args = append(args, "--set", set)
+		}
+		out, err := testbed.RunHelm(t, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Log(out)
 	}
-	t.Log(out)
 }
 
 // TestInstall installs the chart on a real kube-apiserver, as a user would,
