@@ -10,10 +10,12 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
@@ -105,7 +107,9 @@ func runAgent(args []string, help io.Writer) error {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
 	tuneGC()
-	ctx := ctrl.SetupSignalHandler()
+	// The engine and the CRI client log through the context's logger:
+	// they are libraries and know nothing of controller-runtime's.
+	ctx := logr.NewContext(ctrl.SetupSignalHandler(), ctrl.Log)
 	cri, err := connectCRI(ctx, f.criEndpoint, f.criTimeout)
 	if err != nil {
 		return err
@@ -187,6 +191,7 @@ func setupAgent(mgr ctrl.Manager, cri *criclient.Client, f *agentFlags) error {
 		PullTimeout:          f.pullTimeout,
 		DiskThresholdPercent: f.diskThreshold,
 		Listener:             agent,
+		Registerer:           ctrlmetrics.Registry,
 	})
 	agent.Engine = engine
 	if err := mgr.Add(engine); err != nil {

@@ -7,11 +7,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 const (
@@ -56,6 +56,7 @@ type Client struct {
 
 // New connects to the runtime and checks it answers Version before
 // returning, so a wrong socket fails at start rather than at the first pull.
+// It logs through ctx's logr logger, if any.
 func New(ctx context.Context, cfg Config) (*Client, error) {
 	endpoint, err := resolveEndpoint(cfg)
 	if err != nil {
@@ -81,7 +82,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		_ = conn.Close()
 		return nil, fmt.Errorf("checking CRI endpoint %q: %w", endpoint, err)
 	}
-	log.FromContext(ctx).V(1).Info("Connected to CRI runtime", "endpoint", endpoint,
+	logr.FromContextOrDiscard(ctx).V(1).Info("Connected to CRI runtime", "endpoint", endpoint,
 		"runtime", c.version.GetRuntimeName(), "version", c.version.GetRuntimeVersion())
 	return c, nil
 }

@@ -177,7 +177,8 @@ func (n *node) removeAll(tb testing.TB) {
 }
 
 // quiet is a context whose logger discards: results are what the tests
-// check, and without a logger controller-runtime complains on stderr.
+// check. (The engine and the client discard without one too; the logger
+// is set to say so.)
 func quiet() context.Context {
 	return logr.NewContext(context.Background(), logr.Discard())
 }

@@ -6,9 +6,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	"golang.org/x/sys/unix"
 	"k8s.io/utils/clock"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // Disk guard defaults. 80 % stays below the kubelet's image garbage
@@ -95,7 +95,7 @@ func (g *diskGuard) usage(ctx context.Context) DiskUsage {
 
 // read asks the runtime for its image filesystems and keeps the fullest.
 func (g *diskGuard) read(ctx context.Context) DiskUsage {
-	logger := log.FromContext(ctx)
+	logger := logr.FromContextOrDiscard(ctx)
 	info, err := g.svc.ImageFsInfo(ctx)
 	if err != nil {
 		logger.V(1).Info("Image filesystem level unknown, not guarding", "error", err.Error())

@@ -33,7 +33,8 @@
 //     login candidates, never printable.
 //   - diskguard.go: no new pulls while the image filesystem is too full.
 //   - engine.go, job.go, finish.go, status.go: the engine itself.
-//   - metrics.go: Prometheus metrics on controller-runtime's registry.
+//   - metrics.go: Prometheus metrics, on the registry Options.Registerer
+//     names.
 //
 // # Semantics worth knowing
 //

@@ -9,7 +9,6 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/utils/clock"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // Engine pulls images through a node's runtime: it queues requests by
@@ -25,6 +24,7 @@ type Engine struct {
 	clock    clock.WithDelayedExecution
 	listener Listener
 	timeout  time.Duration
+	metrics  *metrics
 
 	mu      sync.Mutex
 	wake    *sync.Cond // signalled when the queue grows or the engine stops
@@ -49,6 +49,7 @@ func New(svc ImageService, opts Options) *Engine {
 		clock:    opts.Clock,
 		listener: opts.Listener,
 		timeout:  opts.PullTimeout,
+		metrics:  newMetrics(opts.Registerer),
 		jobs:     map[string]*job{},
 		last:     map[string]Result{},
 		log:      logr.Discard(),
@@ -60,7 +61,8 @@ func New(svc ImageService, opts Options) *Engine {
 }
 
 // Start runs pulls until ctx ends, then cancels running pulls and returns
-// once they have finished. It fits controller-runtime's manager.Runnable.
+// once they have finished. It logs through ctx's logr logger, if any. It
+// fits controller-runtime's manager.Runnable.
 func (e *Engine) Start(ctx context.Context) error {
 	e.mu.Lock()
 	if e.started {
@@ -68,7 +70,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		return errors.New("pull engine already started")
 	}
 	e.started, e.ctx = true, ctx
-	e.log = log.FromContext(ctx).WithName("pullengine")
+	e.log = logr.FromContextOrDiscard(ctx).WithName("pullengine")
 	e.mu.Unlock()
 
 	stop := context.AfterFunc(ctx, func() {
@@ -105,7 +107,7 @@ func (e *Engine) next() (func(), bool) {
 		return nil, false
 	}
 	j := heap.Pop(&e.queue).(*job)
-	pullsQueued.Dec()
+	e.metrics.pullsQueued.Dec()
 	ctx, cancel := context.WithCancelCause(e.ctx)
 	j.running, j.cancel = true, cancel
 	return func() { e.run(ctx, j) }, true
@@ -145,7 +147,7 @@ func (e *Engine) Enqueue(ctx context.Context, req Request) Status {
 	j := e.newJob(ref, req, creds, bkey)
 	e.jobs[key] = j
 	heap.Push(&e.queue, j)
-	pullsQueued.Inc()
+	e.metrics.pullsQueued.Inc()
 	e.wake.Signal()
 	return j.status()
 }
@@ -191,7 +193,7 @@ func (e *Engine) cancelLocked(key string) (*job, bool) {
 		return nil, true
 	}
 	heap.Remove(&e.queue, j.index)
-	pullsQueued.Dec()
+	e.metrics.pullsQueued.Dec()
 	delete(e.jobs, key)
 	return j, true
 }

@@ -44,7 +44,7 @@ func (e *Engine) finish(j *job, res Result) {
 	if n := j.successor; n != nil {
 		e.jobs[key] = n
 		heap.Push(&e.queue, n)
-		pullsQueued.Inc()
+		e.metrics.pullsQueued.Inc()
 		e.wake.Signal()
 	}
 	e.mu.Unlock()
@@ -59,7 +59,7 @@ func (e *Engine) finishCanceled(j *job) {
 
 // report publishes a finished job.
 func (e *Engine) report(res Result) {
-	observe(res)
+	e.metrics.observe(res)
 	logger := e.logger().WithValues("image", res.Image, "ref", res.Ref, "attempts", res.Attempts, "duration", res.Duration)
 	switch {
 	case res.Succeeded():

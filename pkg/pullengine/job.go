@@ -66,7 +66,7 @@ func (e *Engine) run(ctx context.Context, j *job) {
 	}
 	// The clock's timer, not context.WithTimeout, so tests can move time.
 	timer := e.clock.AfterFunc(j.timeout, func() { j.cancel(errTimedOut) })
-	pullsInFlight.Inc()
+	e.metrics.pullsInFlight.Inc()
 	e.listener.PullStarted(j.ref)
 	start := e.clock.Now()
 	res := e.pull(ctx, j)
@@ -74,7 +74,7 @@ func (e *Engine) run(ctx context.Context, j *job) {
 	// Stopped before the result is published: a timeout must not fire
 	// into a finished job.
 	timer.Stop()
-	pullsInFlight.Dec()
+	e.metrics.pullsInFlight.Dec()
 	e.finish(j, res)
 }
 

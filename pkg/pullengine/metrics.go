@@ -1,8 +1,9 @@
 package pullengine
 
 import (
+	"errors"
+
 	"github.com/prometheus/client_golang/prometheus"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 // Label values of warmer_image_pulls_total's result label.
@@ -46,53 +47,91 @@ func sizeBand(size uint64) string {
 	return "N/A"
 }
 
-// Metrics of the agent's pull engine. Labels are bounded: no image names,
-// digests or node names.
-var (
-	pullDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "warmer_image_pull_duration_seconds",
-		Help:    "Duration of successful image pulls, all credential attempts included, by image size band.",
-		Buckets: pullDurationBuckets,
-	}, []string{"image_size"})
-	pullsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "warmer_image_pulls_total",
-		Help: "Pull jobs that ran, by result (success, failure, canceled) and reason (empty on success).",
-	}, []string{"result", "reason"})
-	pullsInFlight = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "warmer_image_pulls_in_flight",
-		Help: "Pulls running now.",
-	})
-	pullsQueued = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "warmer_image_pulls_queued",
-		Help: "Pulls waiting for a free slot.",
-	})
-	pullBackOffs = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "warmer_image_pull_backoffs_total",
-		Help: "Failed pulls that started or extended an image's back-off, by reason.",
-	}, []string{"reason"})
-	pulledBytes = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "warmer_image_pulled_bytes_total",
-		Help: "Sum of the sizes the runtime reports for successfully pulled images.",
-	})
-)
+// metrics are an engine's Prometheus metrics. Labels are bounded: no image
+// names, digests or node names.
+type metrics struct {
+	pullDuration  *prometheus.HistogramVec
+	pullsTotal    *prometheus.CounterVec
+	pullsInFlight prometheus.Gauge
+	pullsQueued   prometheus.Gauge
+	pullBackOffs  *prometheus.CounterVec
+	pulledBytes   prometheus.Counter
+}
 
-func init() {
-	metrics.Registry.MustRegister(pullDuration, pullsTotal, pullsInFlight, pullsQueued, pullBackOffs, pulledBytes)
+// newMetrics makes an engine's metrics and registers them on reg, unless
+// reg is nil. The engine is a library: the registry is its caller's (the
+// agent passes controller-runtime's, which its /metrics serves). Engines
+// sharing a registry share its metrics: the second one finds them
+// registered and uses the same collectors, so a process may run several.
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		pullDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "warmer_image_pull_duration_seconds",
+			Help:    "Duration of successful image pulls, all credential attempts included, by image size band.",
+			Buckets: pullDurationBuckets,
+		}, []string{"image_size"}),
+		pullsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "warmer_image_pulls_total",
+			Help: "Pull jobs that ran, by result (success, failure, canceled) and reason (empty on success).",
+		}, []string{"result", "reason"}),
+		pullsInFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "warmer_image_pulls_in_flight",
+			Help: "Pulls running now.",
+		}),
+		pullsQueued: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "warmer_image_pulls_queued",
+			Help: "Pulls waiting for a free slot.",
+		}),
+		pullBackOffs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "warmer_image_pull_backoffs_total",
+			Help: "Failed pulls that started or extended an image's back-off, by reason.",
+		}, []string{"reason"}),
+		pulledBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "warmer_image_pulled_bytes_total",
+			Help: "Sum of the sizes the runtime reports for successfully pulled images.",
+		}),
+	}
+	if reg == nil {
+		return m
+	}
+	m.pullDuration = register(reg, m.pullDuration)
+	m.pullsTotal = register(reg, m.pullsTotal)
+	m.pullsInFlight = register(reg, m.pullsInFlight)
+	m.pullsQueued = register(reg, m.pullsQueued)
+	m.pullBackOffs = register(reg, m.pullBackOffs)
+	m.pulledBytes = register(reg, m.pulledBytes)
+	return m
+}
+
+// register registers c on reg and returns it, or the collector already
+// registered under its name. Any other failure is a programming error
+// (a clash with a different metric of the same name), as with MustRegister.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	err := reg.Register(c)
+	if err == nil {
+		return c
+	}
+	if are, ok := errors.AsType[prometheus.AlreadyRegisteredError](err); ok {
+		if existing, ok := are.ExistingCollector.(C); ok {
+			return existing
+		}
+	}
+	panic(err)
 }
 
 // observe records a finished job.
-func observe(res Result) {
+func (m *metrics) observe(res Result) {
 	switch {
 	case res.Succeeded():
-		pullsTotal.WithLabelValues(resultSuccess, "").Inc()
-		pullDuration.WithLabelValues(sizeBand(res.Size)).Observe(res.Duration.Seconds())
-		pulledBytes.Add(float64(res.Size))
+		m.pullsTotal.WithLabelValues(resultSuccess, "").Inc()
+		m.pullDuration.WithLabelValues(sizeBand(res.Size)).Observe(res.Duration.Seconds())
+		m.pulledBytes.Add(float64(res.Size))
 	case res.Class == ClassCanceled:
-		pullsTotal.WithLabelValues(resultCanceled, string(res.Class)).Inc()
+		m.pullsTotal.WithLabelValues(resultCanceled, string(res.Class)).Inc()
 	default:
-		pullsTotal.WithLabelValues(resultFailure, string(res.Class)).Inc()
+		m.pullsTotal.WithLabelValues(resultFailure, string(res.Class)).Inc()
 	}
 	if !res.RetryAt.IsZero() {
-		pullBackOffs.WithLabelValues(string(res.Class)).Inc()
+		m.pullBackOffs.WithLabelValues(string(res.Class)).Inc()
 	}
 }

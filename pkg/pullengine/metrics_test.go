@@ -5,7 +5,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 // value reads a counter or gauge.
@@ -52,35 +51,68 @@ func TestSizeBand(t *testing.T) {
 }
 
 func TestMetricsRecorded(t *testing.T) {
-	success := value(t, pullsTotal.WithLabelValues(resultSuccess, ""))
-	notFound := value(t, pullsTotal.WithLabelValues(resultFailure, string(ClassNotFound)))
-	backoffs := value(t, pullBackOffs.WithLabelValues(string(ClassNotFound)))
-	bytes := value(t, pulledBytes)
-	observed := samples(t, pullDuration.WithLabelValues("10MB-100MB").(prometheus.Metric))
-
-	h := newHarness(t, Options{})
+	reg := prometheus.NewPedanticRegistry()
+	h := newHarness(t, Options{Registerer: reg})
+	m := h.eng.metrics
 	h.svc.failWith(key(t, "b"), errNotFoundCRI)
 	h.enqueue("a", 0)
 	h.enqueue("b", 0)
 	h.result(t)
 	h.result(t)
 
-	if d := value(t, pullsTotal.WithLabelValues(resultSuccess, "")) - success; d != 1 {
-		t.Errorf("success count +%v", d)
+	if v := value(t, m.pullsTotal.WithLabelValues(resultSuccess, "")); v != 1 {
+		t.Errorf("success count %v, want 1", v)
 	}
-	if d := value(t, pullsTotal.WithLabelValues(resultFailure, string(ClassNotFound))) - notFound; d != 1 {
-		t.Errorf("NotFound count +%v", d)
+	if v := value(t, m.pullsTotal.WithLabelValues(resultFailure, string(ClassNotFound))); v != 1 {
+		t.Errorf("NotFound count %v, want 1", v)
 	}
-	if d := value(t, pullBackOffs.WithLabelValues(string(ClassNotFound))) - backoffs; d != 1 {
-		t.Errorf("back-offs +%v", d)
+	if v := value(t, m.pullBackOffs.WithLabelValues(string(ClassNotFound))); v != 1 {
+		t.Errorf("back-offs %v, want 1", v)
 	}
-	if d := value(t, pulledBytes) - bytes; d != 42<<20 {
-		t.Errorf("bytes +%v", d)
+	if v := value(t, m.pulledBytes); v != 42<<20 {
+		t.Errorf("bytes %v, want %d", v, 42<<20)
 	}
-	if n := samples(t, pullDuration.WithLabelValues("10MB-100MB").(prometheus.Metric)); n-observed != 1 {
-		t.Errorf("duration observations +%d in the 10MB-100MB band", n-observed)
+	if n := samples(t, m.pullDuration.WithLabelValues("10MB-100MB").(prometheus.Metric)); n != 1 {
+		t.Errorf("%d duration observations in the 10MB-100MB band, want 1", n)
 	}
-	mfs, err := metrics.Registry.Gather()
+	if v := value(t, m.pullsQueued) + value(t, m.pullsInFlight); v != 0 {
+		t.Errorf("queued + in flight %v after every pull ended, want 0", v)
+	}
+	names := gathered(t, reg)
+	for _, n := range []string{"warmer_image_pull_duration_seconds", "warmer_image_pulls_total", "warmer_image_pulls_in_flight",
+		"warmer_image_pulls_queued", "warmer_image_pull_backoffs_total", "warmer_image_pulled_bytes_total"} {
+		if !names[n] {
+			t.Errorf("%s not registered on the registry passed in", n)
+		}
+	}
+}
+
+// TestMetricsShared checks that a second engine on the same registry uses
+// the metrics the first registered rather than failing, and that an engine
+// without a registry registers nothing anywhere.
+func TestMetricsShared(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	a, b := newMetrics(reg), newMetrics(reg)
+	a.pulledBytes.Add(1)
+	b.pulledBytes.Add(2)
+	if v := value(t, a.pulledBytes); v != 3 {
+		t.Errorf("two engines on one registry counted %v bytes, want 3 in one counter", v)
+	}
+	// The three metrics without labels; the vectors have no series yet.
+	if n := len(gathered(t, reg)); n != 3 {
+		t.Errorf("%d metric families gathered, want 3", n)
+	}
+	unregistered := newMetrics(nil)
+	unregistered.pulledBytes.Add(5)
+	if v := value(t, a.pulledBytes); v != 3 {
+		t.Errorf("an engine without a registry changed the registered counter to %v", v)
+	}
+}
+
+// gathered is the set of metric names reg serves.
+func gathered(t *testing.T, reg prometheus.Gatherer) map[string]bool {
+	t.Helper()
+	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,10 +120,5 @@ func TestMetricsRecorded(t *testing.T) {
 	for _, mf := range mfs {
 		names[mf.GetName()] = true
 	}
-	for _, n := range []string{"warmer_image_pull_duration_seconds", "warmer_image_pulls_total", "warmer_image_pulls_in_flight",
-		"warmer_image_pulls_queued", "warmer_image_pull_backoffs_total", "warmer_image_pulled_bytes_total"} {
-		if !names[n] {
-			t.Errorf("%s not registered on controller-runtime's registry", n)
-		}
-	}
+	return names
 }

@@ -3,6 +3,7 @@ package pullengine
 import (
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/utils/clock"
 )
 
@@ -39,6 +40,10 @@ type Options struct {
 	DiskCheckInterval time.Duration
 	// Listener hears about pulls; nil means nobody.
 	Listener Listener
+	// Registerer is where the engine's metrics are registered (the agent
+	// passes controller-runtime's metrics.Registry); nil means nowhere.
+	// Engines sharing one share its metrics.
+	Registerer prometheus.Registerer
 	// Clock is for tests; nil means the real clock.
 	Clock clock.WithDelayedExecution
 
