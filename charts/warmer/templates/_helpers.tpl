@@ -17,21 +17,9 @@ helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version }}
 {{- end }}
 
 {{/*
-Flags from a map of name to value, sorted by name, one list item each; a
-null value is left out, so the binary's default holds.
-*/}}
-{{- define "warmer.flags" -}}
-{{- range $name, $value := . }}
-{{- if not (kindIs "invalid" $value) }}
-- --{{ $name }}={{ $value }}
-{{- end }}
-{{- end }}
-{{- end }}
-
-{{/*
 The runtime's CRI socket and image filesystem on the node, from
-runtime.preset unless set themselves, and what of the socket to mount. The paths are the runtimes' defaults;
-docs/operations.md lists them.
+runtime.preset unless set themselves, and what of the socket to mount. The
+paths are the runtimes' defaults; docs/operations.md lists them.
 */}}
 {{- define "warmer.runtime" -}}
 {{- $presets := dict
