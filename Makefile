@@ -119,6 +119,15 @@ demo: testbed ## Bring up the local sandbox (kube-apiserver, a registry, two con
 # ghcr.io/warmer-dev/warmer:latest; an overlay's `images:` picks another.
 IMG ?= ghcr.io/warmer-dev/warmer:$(VERSION)
 
+# The OCI tarball `make image` writes, and the commit's time it stamps as
+# the images' creation time (so a commit always gives the same digest).
+IMAGE_TAR ?= bin/warmer-image.tar
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+
+.PHONY: image
+image: ## Build the image IMG for linux/amd64 and linux/arm64 without Docker, reproducibly, as an OCI tarball (IMAGE_TAR).
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) go run ./hack/image --image $(IMG) --version $(VERSION) --out $(IMAGE_TAR)
+
 # need-docker stops a recipe with one line when there is no docker command
 # or no engine answering it, rather than with docker's own error halfway.
 define need-docker

@@ -74,22 +74,8 @@ func TestImageBuildsStaticStampedBinary(t *testing.T) {
 		t.Fatalf("the Dockerfile's build failed on the image's context (is a package missing from COPY?): %v\n%s", err, b)
 	}
 
-	e, err := elf.Open(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = e.Close() }()
-	for _, p := range e.Progs {
-		if p.Type == elf.PT_INTERP {
-			t.Error("the binary asks for a dynamic loader; distroless/static has none")
-		}
-	}
-	if libs, _ := e.ImportedLibraries(); len(libs) > 0 {
-		t.Errorf("the binary links %v", libs)
-	}
-	if v, err := exec.Command(out, "version").CombinedOutput(); err != nil || !strings.Contains(string(v), "v0.0.0-imagetest") {
-		t.Errorf("warmer version = %q (%v), want the stamped v0.0.0-imagetest", v, err)
-	}
+	checkStatic(t, out, hostMachine(t))
+	checkStamp(t, out, "v0.0.0-imagetest")
 	info, err := exec.Command("go", "version", "-m", out).CombinedOutput()
 	if err != nil {
 		t.Fatal(err)
@@ -98,6 +84,50 @@ func TestImageBuildsStaticStampedBinary(t *testing.T) {
 		if !strings.Contains(string(info), want) {
 			t.Errorf("build settings lack %s:\n%s", want, info)
 		}
+	}
+}
+
+// machines are the ELF machine of each architecture the image is built for.
+var machines = map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
+
+// hostMachine is the ELF machine of this test's own architecture.
+func hostMachine(t *testing.T) elf.Machine {
+	t.Helper()
+	m, ok := machines[runtime.GOARCH]
+	if !ok {
+		t.Fatalf("no image is built for %s, the architecture of this machine", runtime.GOARCH)
+	}
+	return m
+}
+
+// checkStatic fails unless the binary at path is an ELF executable for
+// machine that needs no dynamic loader and no shared library: the image
+// has neither.
+func checkStatic(t *testing.T, path string, machine elf.Machine) {
+	t.Helper()
+	e, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = e.Close() }()
+	if e.Machine != machine {
+		t.Errorf("%s is for %v, want %v", path, e.Machine, machine)
+	}
+	for _, p := range e.Progs {
+		if p.Type == elf.PT_INTERP {
+			t.Errorf("%s asks for a dynamic loader; the image has none", path)
+		}
+	}
+	if libs, _ := e.ImportedLibraries(); len(libs) > 0 {
+		t.Errorf("%s links %v", path, libs)
+	}
+}
+
+// checkStamp runs the binary's version command, which must print version.
+func checkStamp(t *testing.T, path, version string) {
+	t.Helper()
+	if v, err := exec.Command(path, "version").CombinedOutput(); err != nil || !strings.Contains(string(v), version) {
+		t.Errorf("warmer version = %q (%v), want the stamped %s", v, err, version)
 	}
 }
 

@@ -111,6 +111,10 @@ func (c *Containerd) Kill() {
 	}
 }
 
+// Snapshotter is the snapshotter its CRI plugin unpacks images with; a
+// client that unpacks for it (ctr images import) must name the same one.
+func (c *Containerd) Snapshotter() string { return snapshotter() }
+
 // Log returns the last lines of containerd's log.
 func (c *Containerd) Log(lines int) string {
 	return tailFile(filepath.Join(c.Dir, "containerd.log"), lines)

@@ -1,0 +1,87 @@
+// Command image builds warmer's release image without a container engine
+// (`make image`): the binary for linux/amd64 and linux/arm64, one image
+// each, an OCI image index over both, written as an OCI layout tarball
+// that `ctr images import`, skopeo and crane read. See internal/image and
+// docs/operations.md.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/warmer-dev/warmer/internal/image"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "image:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	out := flag.String("out", "bin/warmer-image.tar", "The OCI layout tarball to write.")
+	ref := flag.String("image", "", "The image's full name, with its tag, recorded in the tarball (e.g. ghcr.io/warmer-dev/warmer:v0.1.0).")
+	version := flag.String("version", "", "The version stamped into the binary; empty: the image's tag.")
+	platforms := flag.String("platforms", "linux/amd64,linux/arm64", "Comma-separated platforms to build.")
+	flag.Parse()
+
+	tag, err := name.NewTag(*ref, name.StrictValidation)
+	if err != nil {
+		return fmt.Errorf("--image %q: want a full name with a tag: %w", *ref, err)
+	}
+	opts := image.Options{Version: *version}
+	if opts.Version == "" {
+		opts.Version = tag.TagStr()
+	}
+	if opts.Created, err = sourceDate(); err != nil {
+		return err
+	}
+	for _, p := range strings.Split(*platforms, ",") {
+		plat, err := v1.ParsePlatform(p)
+		if err != nil {
+			return err
+		}
+		opts.Platforms = append(opts.Platforms, *plat)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	idx, err := image.Build(ctx, opts)
+	if err != nil {
+		return err
+	}
+	if err := image.WriteOCI(*out, idx, tag.Name()); err != nil {
+		return err
+	}
+	digest, err := idx.Digest()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%s\n  %s@%s\n  platforms %s, created %s\n", *out, tag.Name(), digest, *platforms, opts.Created.Format(time.RFC3339))
+	return nil
+}
+
+// sourceDate reads SOURCE_DATE_EPOCH, the reproducible-builds convention
+// for "the time of the source" (the Makefile passes the commit's time);
+// unset means the Unix epoch.
+func sourceDate() (time.Time, error) {
+	s := os.Getenv("SOURCE_DATE_EPOCH")
+	if s == "" {
+		return time.Unix(0, 0), nil
+	}
+	sec, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("SOURCE_DATE_EPOCH=%q: %w", s, err)
+	}
+	return time.Unix(sec, 0), nil
+}
