@@ -44,12 +44,13 @@ type agentFlags struct {
 	perImageEvents   bool
 	statusBurst      int
 	progressInterval time.Duration
+	kubelet          kubeletFlags
 }
 
 func (f *agentFlags) bind(fs *flag.FlagSet) {
 	f.commonFlags.bind(fs, ":8080", ":8081")
 	fs.StringVar(&f.nodeName, "node-name", os.Getenv("NODE_NAME"), "Name of the node this agent runs on (default $NODE_NAME; in a DaemonSet, from the downward API).")
-	fs.StringVar(&f.criEndpoint, "container-runtime-endpoint", "", "CRI endpoint, e.g. unix:///run/containerd/containerd.sock; empty: the first of the usual containerd, CRI-O and cri-dockerd sockets found.")
+	fs.StringVar(&f.criEndpoint, "container-runtime-endpoint", os.Getenv("CONTAINER_RUNTIME_ENDPOINT"), "CRI endpoint, e.g. unix:///run/containerd/containerd.sock (default $CONTAINER_RUNTIME_ENDPOINT, as crictl reads it); empty: the first of the usual containerd, CRI-O and cri-dockerd sockets found.")
 	fs.DurationVar(&f.criTimeout, "runtime-request-timeout", 2*time.Minute, "Timeout of every CRI call except pulls, which only end by --pull-timeout or cancellation.")
 	fs.BoolVar(&f.serialize, "serialize-image-pulls", false, "Pull one image at a time, as the kubelet does by default. When false, --max-parallel-image-pulls apply.")
 	fs.IntVar(&f.maxParallel, "max-parallel-image-pulls", 3, "Most pulls under way at once when pulls are not serialized.")
@@ -64,6 +65,7 @@ func (f *agentFlags) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&f.perImageEvents, "per-image-events", false, "Also record the kubelet's Pulling and Pulled events for every image (two events per image per node), besides one Warmed event per ImageWarm.")
 	fs.IntVar(&f.statusBurst, "status-update-burst", 5, "Token bucket size of NodeWarm status writes.")
 	fs.DurationVar(&f.progressInterval, "status-progress-interval", 2*time.Second, "Least time between NodeWarm writes while pulls are under way; a settled result is written at once.")
+	f.kubelet.bind(fs)
 }
 
 func (f *agentFlags) validate() error {
@@ -82,6 +84,9 @@ func (f *agentFlags) validate() error {
 		return usagef("--status-update-qps must be positive and --status-update-burst at least 1")
 	case f.backOffMax < f.backOffInitial:
 		return usagef("--image-pull-backoff-max (%v) is shorter than --image-pull-backoff-initial (%v)", f.backOffMax, f.backOffInitial)
+	}
+	if err := f.kubelet.validate(); err != nil {
+		return err
 	}
 	for name, d := range map[string]time.Duration{"runtime-request-timeout": f.criTimeout, "image-pull-backoff-initial": f.backOffInitial,
 		"pull-timeout": f.pullTimeout, "resync-period": f.resync, "status-progress-interval": f.progressInterval} {
@@ -181,6 +186,10 @@ func setupAgent(mgr ctrl.Manager, cri *criclient.Client, f *agentFlags) error {
 		ProgressInterval: f.progressInterval,
 		PerImageEvents:   f.perImageEvents,
 	}
+	imageFs, err := f.kubelet.imageFsReader(mgr.GetConfig())
+	if err != nil {
+		return err
+	}
 	engine := pullengine.New(cri, pullengine.Options{
 		SerializePulls:       f.serialize,
 		MaxParallelPulls:     f.maxParallel,
@@ -190,6 +199,7 @@ func setupAgent(mgr ctrl.Manager, cri *criclient.Client, f *agentFlags) error {
 		BackOffMax:           f.backOffMax,
 		PullTimeout:          f.pullTimeout,
 		DiskThresholdPercent: f.diskThreshold,
+		ImageFs:              imageFs,
 		Listener:             agent,
 		Registerer:           ctrlmetrics.Registry,
 	})

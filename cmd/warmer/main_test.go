@@ -26,6 +26,8 @@ func TestUsage(t *testing.T) {
 		{[]string{"agent", "--node-name=n", "--image-fs-threshold-percent=101"}, 2, "--image-fs-threshold-percent must be between 1 and 100"},
 		{[]string{"agent", "--node-name=n", "--resync-period=0s"}, 2, "--resync-period must be positive"},
 		{[]string{"agent", "--node-name=n", "--image-pull-backoff-max=1s"}, 2, "is shorter than --image-pull-backoff-initial"},
+		{[]string{"agent", "--node-name=n", "--kubelet-port=0"}, 2, "--kubelet-port must be between 1 and 65535"},
+		{[]string{"agent", "--node-name=n", "--kubelet-insecure-tls", "--kubelet-certificate-authority=ca.crt"}, 2, "exclude each other"},
 		{[]string{"agent", "--node-name=n", "extra"}, 2, `unexpected argument "extra"`},
 		{[]string{"controller", "--min-status-interval=0s"}, 2, "--min-status-interval must be positive"},
 	}

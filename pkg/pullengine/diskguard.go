@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"golang.org/x/sys/unix"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 )
 
@@ -40,6 +41,18 @@ type DiskUsage struct {
 	Pressure         bool
 }
 
+// ImageFsReader reports the image filesystem's size and use from outside
+// the agent's own view of it.
+type ImageFsReader interface {
+	// ReadImageFs returns the image filesystem's figures, in bytes.
+	ReadImageFs(ctx context.Context) (FsStats, error)
+}
+
+// FsStats is a filesystem's size, free space and what images use of it.
+type FsStats struct {
+	CapacityBytes, AvailableBytes, UsedBytes uint64
+}
+
 // statfsFunc returns a filesystem's capacity and space available to
 // unprivileged users, in bytes.
 type statfsFunc func(path string) (capacity, available uint64, err error)
@@ -54,16 +67,19 @@ func statfs(path string) (uint64, uint64, error) {
 
 // diskGuard stops new pulls while the image filesystem is above the
 // threshold. The runtime tells where images live (ImageFsInfo) but not how
-// big that filesystem is, so capacity comes from statfs on the mountpoint:
-// the agent must see that path (a hostPath mount). When either step fails,
-// the level is unknown and the guard does not block: a guard that cannot
-// see must not stop all warming. Readings are cached for interval.
+// big that filesystem is, so size and free space come from fs (the
+// kubelet's figures) or, failing that, from statfs on the mountpoint, which
+// the agent sees only as a process on the node or through a mount. When
+// both fail, the level is unknown and the guard does not block: a guard
+// that cannot see must not stop all warming. Readings are cached for
+// interval.
 type diskGuard struct {
 	svc       ImageService
 	threshold int // percent; >= 100 disables the guard
 	interval  time.Duration
 	clock     clock.PassiveClock
 	statfs    statfsFunc
+	fs        ImageFsReader // nil: statfs only
 
 	mu      sync.Mutex
 	readAt  time.Time
@@ -93,10 +109,14 @@ func (g *diskGuard) usage(ctx context.Context) DiskUsage {
 	return g.reading
 }
 
-// read asks the runtime for its image filesystems and keeps the fullest.
+// read asks fs for the image filesystem's level, or else the runtime for
+// its image filesystems and statfs for their size, keeping the fullest.
 func (g *diskGuard) read(ctx context.Context) DiskUsage {
 	logger := logr.FromContextOrDiscard(ctx)
 	info, err := g.svc.ImageFsInfo(ctx)
+	if u, ok := g.readFs(ctx, info); ok {
+		return u
+	}
 	if err != nil {
 		logger.V(1).Info("Image filesystem level unknown, not guarding", "error", err.Error())
 		return DiskUsage{}
@@ -118,8 +138,30 @@ func (g *diskGuard) read(ctx context.Context) DiskUsage {
 	return fullest
 }
 
+// readFs returns fs's reading, with the mountpoint and images' size the
+// runtime reports when it answered (info may be nil).
+func (g *diskGuard) readFs(ctx context.Context, info *runtimeapi.ImageFsInfoResponse) (DiskUsage, bool) {
+	if g.fs == nil {
+		return DiskUsage{}, false
+	}
+	st, err := g.fs.ReadImageFs(ctx)
+	if err != nil || st.CapacityBytes == 0 {
+		logr.FromContextOrDiscard(ctx).V(1).Info("Image filesystem size not read, measuring its mountpoint", "error", fmt.Sprint(err))
+		return DiskUsage{}, false
+	}
+	u := DiskUsage{Known: true, CapacityBytes: st.CapacityBytes, AvailableBytes: min(st.AvailableBytes, st.CapacityBytes), ImagesBytes: st.UsedBytes}
+	if fss := info.GetImageFilesystems(); len(fss) > 0 {
+		u.Mountpoint = fss[0].GetFsId().GetMountpoint()
+	}
+	u.Percent = 100 - int(u.AvailableBytes*100/u.CapacityBytes)
+	return u, true
+}
+
 // message explains a blocked pull.
 func (g *diskGuard) message(u DiskUsage) string {
-	return fmt.Sprintf("image filesystem %s is %d%% full, above the %d%% pull threshold; waiting for space",
-		u.Mountpoint, u.Percent, g.threshold)
+	fs := "the image filesystem"
+	if u.Mountpoint != "" {
+		fs = "image filesystem " + u.Mountpoint
+	}
+	return fmt.Sprintf("%s is %d%% full, above the %d%% pull threshold; waiting for space", fs, u.Percent, g.threshold)
 }

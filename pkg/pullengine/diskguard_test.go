@@ -1,6 +1,7 @@
 package pullengine
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"testing"
@@ -129,5 +130,61 @@ func TestStatfs(t *testing.T) {
 	}
 	if _, _, err := statfs("/no/such/dir"); err == nil {
 		t.Fatal("statfs of a missing path succeeded")
+	}
+}
+
+// fakeImageFs stands in for the kubelet's figures (pkg/kubeletstats has
+// its own tests against a kubelet stand-in).
+type fakeImageFs struct {
+	st  FsStats
+	err error
+}
+
+func (f fakeImageFs) ReadImageFs(context.Context) (FsStats, error) { return f.st, f.err }
+
+// TestDiskGuardImageFsReader: the reader's figures win over statfs; when
+// it fails the guard measures the mountpoint; the runtime's mountpoint is
+// reported either way, and the reader alone is enough when the runtime
+// does not say where its images are.
+func TestDiskGuardImageFsReader(t *testing.T) {
+	full := FsStats{CapacityBytes: 1000, AvailableBytes: 50, UsedBytes: 900}
+	tests := []struct {
+		name       string
+		reader     fakeImageFs
+		statfs     uint64 // percent statfs reports
+		statErr    error
+		fsErr      error
+		blocked    bool
+		percent    int
+		images     uint64
+		mountpoint string
+	}{
+		{"reader says full, statfs empty", fakeImageFs{st: full}, 10, nil, nil, true, 95, 900, "/imgfs"},
+		{"reader says empty, statfs full", fakeImageFs{st: FsStats{CapacityBytes: 1000, AvailableBytes: 900}}, 99, nil, nil, false, 10, 0, "/imgfs"},
+		{"reader fails, statfs full", fakeImageFs{err: errors.New("403")}, 95, nil, nil, true, 95, 7, "/imgfs"},
+		{"reader reports no capacity, statfs full", fakeImageFs{}, 95, nil, nil, true, 95, 7, "/imgfs"},
+		{"reader full, runtime silent", fakeImageFs{st: full}, 10, errors.New("unreachable"), errors.New("unimplemented"), true, 95, 900, ""},
+		{"both fail", fakeImageFs{err: errors.New("timeout")}, 99, errors.New("unreachable"), nil, false, 0, 0, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			disk := &fakeDisk{}
+			disk.set(tt.statfs, tt.statErr)
+			h := newHarness(t, Options{statfs: disk.statfs, ImageFs: tt.reader})
+			h.svc.fsInfo, h.svc.fsErr = imageFs("/imgfs"), tt.fsErr
+			if tt.fsErr != nil {
+				h.svc.fsInfo = nil
+			}
+			if st := h.enqueue("a", 0); (st.State == StateFailed) != tt.blocked {
+				t.Fatalf("status %+v, blocked want %v", st, tt.blocked)
+			}
+			u := h.eng.DiskUsage(h.ctx)
+			if u.Percent != tt.percent || u.ImagesBytes != tt.images || u.Mountpoint != tt.mountpoint {
+				t.Errorf("usage %+v, want %d%%, %d image bytes, mountpoint %q", u, tt.percent, tt.images, tt.mountpoint)
+			}
+			if !tt.blocked {
+				h.result(t)
+			}
+		})
 	}
 }

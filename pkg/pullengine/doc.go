@@ -44,7 +44,8 @@
 // next only after an Unauthorized; with none, the pull is anonymous.
 // AuthConfig.ServerAddress is left empty (containerd rejects a bare
 // host:port). Back-off applies to runtime failures, not to cancellations,
-// disk pressure or invalid names. When the image filesystem's size cannot be
-// read (ImageFsInfo fails, or its mountpoint is not visible to statfs from
-// the agent), the disk guard lets pulls through.
+// disk pressure or invalid names. The image filesystem's size comes from
+// Options.ImageFs when set (the agent's is the kubelet), else from statfs
+// on the mountpoint ImageFsInfo reports; when neither can be read, the disk
+// guard lets pulls through.
 package pullengine

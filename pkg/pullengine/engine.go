@@ -55,7 +55,7 @@ func New(svc ImageService, opts Options) *Engine {
 		log:      logr.Discard(),
 	}
 	e.guard = &diskGuard{svc: svc, threshold: opts.DiskThresholdPercent, interval: opts.DiskCheckInterval,
-		clock: opts.Clock, statfs: opts.statfs}
+		clock: opts.Clock, statfs: opts.statfs, fs: opts.ImageFs}
 	e.wake = sync.NewCond(&e.mu)
 	return e
 }

@@ -38,6 +38,11 @@ type Options struct {
 	DiskThresholdPercent int
 	// DiskCheckInterval is how long a disk reading is reused; 0 means 10s.
 	DiskCheckInterval time.Duration
+	// ImageFs, when set, is asked first for the image filesystem's size
+	// and free space, so the guard needs no view of that filesystem (the
+	// agent asks the kubelet); when it fails, the guard measures the
+	// runtime's mountpoint with statfs. nil means statfs only.
+	ImageFs ImageFsReader
 	// Listener hears about pulls; nil means nobody.
 	Listener Listener
 	// Registerer is where the engine's metrics are registered (the agent

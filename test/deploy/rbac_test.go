@@ -2,12 +2,17 @@ package deploy
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -82,6 +87,10 @@ func TestAgentPermissions(t *testing.T) {
 		{name: "update another node's NodeWarm's status", want: deniedByPolicy, do: updateNodeWarm(cp.Client, otherNode, true)},
 		{name: "patch another node's NodeWarm's status", want: deniedByPolicy, do: patchNodeWarmStatus(otherNode)},
 		{name: "update another node's NodeWarm", want: forbiddenByRBAC, do: updateNodeWarm(cp.Client, otherNode, false)},
+		// The kubelet asks the API server (a SubjectAccessReview) before
+		// it answers /stats/summary, which the disk guard reads.
+		{name: "read its kubelet's stats", want: allowed, do: kubeletAllows(cp.Client, ownNode, "stats")},
+		{name: "use its kubelet's proxy (exec, logs, anything)", want: forbiddenByRBAC, do: kubeletAllows(cp.Client, ownNode, "proxy")},
 	})
 
 	// A token that is not bound to a Pod on a node carries no node name:
@@ -143,4 +152,28 @@ func TestControllerPermissions(t *testing.T) {
 		}},
 		{name: "record an event in another namespace", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error { return c.Create(ctx, newEvent(teamNamespace)) }},
 	})
+}
+
+// kubeletAllows asks the API server, as a kubelet with webhook
+// authorization does for each request, whether the agent on node may get
+// that node's subresource (stats for /stats/*, proxy for most else). A
+// refusal comes back as a Forbidden error, so that runChecks can judge it.
+func kubeletAllows(admin client.Client, node, subresource string) func(context.Context, client.WithWatch) error {
+	return func(ctx context.Context, _ client.WithWatch) error {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User:   agentUser,
+			Groups: serviceAccountGroups,
+			Extra:  map[string]authorizationv1.ExtraValue{nodeNameKey: {node}},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Verb: "get", Resource: "nodes", Subresource: subresource, Name: node,
+			},
+		}}
+		if err := admin.Create(ctx, sar); err != nil {
+			return fmt.Errorf("creating a SubjectAccessReview: %w", err)
+		}
+		if sar.Status.Allowed {
+			return nil
+		}
+		return apierrors.NewForbidden(schema.GroupResource{Resource: "nodes/" + subresource}, node, errors.New(sar.Status.Reason))
+	}
 }
