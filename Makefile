@@ -68,17 +68,20 @@ build: ## Build bin/warmer (static, version stamped) and compile every package.
 ##@ Testing
 
 .PHONY: testbed
-testbed: ## Install containerd and docker-registry (apt) and build kube-apiserver, etcd and helm (cached).
+testbed: ## Install containerd, docker-registry, runc and the CNI plugins (apt); build kube-apiserver, etcd, helm, the kubelet and containerd 2.x (cached).
 	hack/install-testbed-deps.sh
 	hack/install-envtest-assets.sh >/dev/null
 	hack/install-helm.sh >/dev/null
+	hack/install-node-assets.sh >/dev/null
 
 # The folder install-envtest-assets.sh fills; it prints it as its last line.
 ASSETS = $$(hack/install-envtest-assets.sh 2>/dev/null)
+# The real node's binaries (test/cluster), from install-node-assets.sh.
+NODE_ASSETS = $$(hack/install-node-assets.sh 2>/dev/null)
 
 .PHONY: test
-test: testbed ## Run every test: unit, API validation on a real kube-apiserver, the test bed on real containerd and registries.
-	assets="$(ASSETS)"; KUBEBUILDER_ASSETS="$$assets" PATH="$$PATH:$$assets" go test $(GO_TEST_FLAGS) ./...
+test: testbed ## Run every test: unit, API validation on a real kube-apiserver, the test bed on real containerd and registries, a real node.
+	assets="$(ASSETS)"; node="$(NODE_ASSETS)"; KUBEBUILDER_ASSETS="$$assets" WARMER_NODE_ASSETS="$$node" PATH="$$PATH:$$assets" go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: e2e
 e2e: testbed ## Run only the end-to-end test: the controller and three agents on real containerd.

@@ -17,64 +17,21 @@ ETCD_VERSION="${ETCD_VERSION:-v3.7.3}"
 CACHE_ROOT="${WARMER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/warmer}"
 DEST="${1:-$CACHE_ROOT/envtest/k8s-$K8S_VERSION-etcd-$ETCD_VERSION}"
 
-say() { echo "[envtest-assets] $*" >&2; }
+LOG_PREFIX=envtest-assets
+# shellcheck source=hack/lib/gobuild.sh
+. "$(dirname "$0")/lib/gobuild.sh"
 command -v go >/dev/null || { say "go is not on PATH"; exit 1; }
 
 mkdir -p "$DEST"
 DEST="$(cd "$DEST" && pwd)"
 
-# The throwaway modules below must not see this project's go.work or flags.
-export GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=0
 tmp="$(mktemp -d "${TMPDIR:-/tmp}/warmer-assets.XXXXXX")"
 trap '[ -n "${KEEP_TMP:-}" ] || rm -rf "$tmp"' EXIT
 
-version_is() { # binary, wanted line, version args...
-	local bin=$1 want=$2; shift 2
-	[ -x "$bin" ] && "$bin" "$@" 2>/dev/null | grep -qxF -- "$want"
-}
-
-gomod_of() { # module@version -> path of its downloaded go.mod
-	go mod download -json "$1" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",*$/\1/p'
-}
-
-k8s_module() {
-	local minor staging mod stamp ldflags pkg required
-	minor="${K8S_VERSION#v1.}"; minor="${minor%%.*}"
-	staging="v0.${K8S_VERSION#v1.}"
-	mod="$(gomod_of "k8s.io/kubernetes@$K8S_VERSION")"
-	[ -s "$mod" ] || { say "cannot fetch go.mod of k8s.io/kubernetes@$K8S_VERSION"; exit 1; }
-	mkdir -p "$tmp/k8s"
-	required="$(awk '/^require \(/ {q=1; next} q && /^\)/ {q=0} q {print $1}' "$mod")"
-	# k8s.io/kubernetes replaces its staging modules with local paths, which a
-	# dependent module cannot follow; point each one it requires at the
-	# published v0.X.Y release instead.
-	{
-		echo "module warmer.local/k8s-assets"
-		echo "go $(awk '$1 == "go" {print $2; exit}' "$mod")"
-		echo "require k8s.io/kubernetes $K8S_VERSION"
-		echo "replace ("
-		awk '/^replace \(/ {r=1; next} r && /^\)/ {r=0} r && $2 == "=>" && $3 ~ /^\.\/staging\// {print $1}' "$mod" |
-			while read -r m; do
-				if grep -qxF "$m" <<<"$required"; then
-					printf '\t%s => %s %s\n' "$m" "$m" "$staging"
-				fi
-			done
-		echo ")"
-	} >"$tmp/k8s/go.mod"
-	stamp="$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/^[[:space:]]*"Time": "\(.*\)",*$/\1/p' | head -1)"
-	# Without these the server calls itself v0.0.0-master and clients warn.
-	ldflags="-s -w"
-	for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-		ldflags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-		ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=${stamp:-1970-01-01T00:00:00Z}"
-	done
-	K8S_LDFLAGS="$ldflags"
-}
-
 build_k8s_cmd() { # kube-apiserver | kubectl
-	[ -f "$tmp/k8s/go.mod" ] || k8s_module
+	[ -f "$tmp/k8s/go.mod" ] || k8s_module "$tmp/k8s"
 	say "building $1 $K8S_VERSION (a few minutes on a cold cache)"
-	(cd "$tmp/k8s" && go mod download k8s.io/kubernetes && go build -trimpath -ldflags "$K8S_LDFLAGS" -o "$DEST/.$1.new" "k8s.io/kubernetes/cmd/$1")
+	(cd "$tmp/k8s" && go build -trimpath -ldflags "$K8S_LDFLAGS" -o "$DEST/.$1.new" "k8s.io/kubernetes/cmd/$1")
 	mv -f "$DEST/.$1.new" "$DEST/$1"
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the test bed runs as real processes and is not built from Go
 # sources: containerd (with its CRI plugin), docker-registry and prometheus
-# (the server that scrapes the agents in test/monitoring), from the
+# (the server that scrapes the agents in test/monitoring), and for the real
+# node (test/cluster) runc, the CNI plugins, iptables and conntrack, from the
 # distribution's packages. Skips what is already installed.
 set -euo pipefail
 
@@ -9,6 +10,10 @@ missing=()
 command -v containerd >/dev/null || missing+=(containerd)
 command -v docker-registry >/dev/null || missing+=(docker-registry)
 command -v prometheus >/dev/null || missing+=(prometheus)
+command -v runc >/dev/null || missing+=(runc)
+[ -x /usr/lib/cni/loopback ] || missing+=(containernetworking-plugins)
+command -v iptables >/dev/null || missing+=(iptables)
+command -v conntrack >/dev/null || missing+=(conntrack)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" != 0 ]; then
