@@ -28,6 +28,9 @@ type Containerd struct {
 	t       TB
 	proc    *process
 	mirrors map[string]string
+	// node, when set, makes this the containerd 2.x of a real node: it runs
+	// pods, not only pulls (see node_containerd.go).
+	node *nodeRuntime
 }
 
 // ContainerdOption adjusts a containerd before it starts.
@@ -67,6 +70,11 @@ func StartContainerd(t TB, node string, opts ...ContainerdOption) *Containerd {
 	if err := c.writeMirrors(); err != nil {
 		t.Fatal(err)
 	}
+	if c.node != nil {
+		if err := c.writeNodeFiles(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	c.Start()
 	t.Cleanup(c.Stop)
 	return c
@@ -75,14 +83,12 @@ func StartContainerd(t TB, node string, opts ...ContainerdOption) *Containerd {
 // Start (re)starts containerd and waits for its CRI to answer.
 func (c *Containerd) Start() {
 	c.t.Helper()
-	bin, err := lookPath("containerd")
-	if err != nil {
-		c.t.Fatal(err)
-	}
+	bin, env := c.binary()
 	// Temp mounts made while unpacking layers land in TMPDIR: keep them
 	// inside Dir so cleanup finds them even after a kill.
+	env = append(env, "TMPDIR="+filepath.Join(c.Dir, "tmp"))
 	p, err := startProcess("containerd "+c.Name, filepath.Join(c.Dir, "containerd.log"),
-		[]string{"TMPDIR=" + filepath.Join(c.Dir, "tmp")}, bin, "--config", filepath.Join(c.Dir, "config.toml"))
+		env, bin, "--config", filepath.Join(c.Dir, "config.toml"))
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -95,6 +101,19 @@ func (c *Containerd) Start() {
 		p.kill()
 		c.t.Fatal(err)
 	}
+}
+
+// binary is the containerd to run and what its environment needs: Debian's
+// by default, the node's 2.x with its shim on PATH for a real node.
+func (c *Containerd) binary() (string, []string) {
+	if c.node != nil {
+		return filepath.Join(c.node.assets, "containerd"), []string{"PATH=" + c.node.assets + ":" + os.Getenv("PATH")}
+	}
+	bin, err := lookPath("containerd")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return bin, nil
 }
 
 // Stop stops containerd gracefully (SIGTERM, then SIGKILL after 10 s).
@@ -151,6 +170,9 @@ func (c *Containerd) version(ctx context.Context) error {
 }
 
 func (c *Containerd) config() string {
+	if c.node != nil {
+		return c.nodeConfig()
+	}
 	return fmt.Sprintf(`version = 2
 root = %[1]q
 state = %[2]q

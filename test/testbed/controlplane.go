@@ -47,6 +47,13 @@ type ControlPlane struct {
 // installs the CRDs from config/crd/bases and stops everything at cleanup.
 func StartControlPlane(t TB) *ControlPlane {
 	t.Helper()
+	return startControlPlane(t, nil)
+}
+
+// startControlPlane is StartControlPlane with a hook that adjusts the
+// environment (the API server's flags) before it starts.
+func startControlPlane(t TB, configure func(*envtest.Environment)) *ControlPlane {
+	t.Helper()
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
 		t.Fatal("KUBEBUILDER_ASSETS is not set: run the tests through `make test`, which builds kube-apiserver and etcd")
@@ -57,6 +64,9 @@ func StartControlPlane(t TB) *ControlPlane {
 		BinaryAssetsDirectory: assets,
 	}
 	auditLog := enableSecretAudit(t, env)
+	if configure != nil {
+		configure(env)
+	}
 	cfg, err := env.Start()
 	abs, _ := filepath.EvalSymlinks(assets)
 	pids := childrenRunning(abs)
@@ -189,7 +199,9 @@ func (cp *ControlPlane) Kubectl(t TB, args ...string) (string, error) {
 	if err != nil {
 		t.Fatalf("kubectl is needed for this test: %v", err)
 	}
-	out, err := exec.Command(path, append([]string{"--kubeconfig", cp.Kubeconfig}, args...)...).CombinedOutput()
+	// Its discovery cache goes beside the kubeconfig, not into ~/.kube.
+	cache := filepath.Join(filepath.Dir(cp.Kubeconfig), "cache")
+	out, err := exec.Command(path, append([]string{"--kubeconfig", cp.Kubeconfig, "--cache-dir", cache}, args...)...).CombinedOutput()
 	return string(out), err
 }
 

@@ -2,15 +2,18 @@
 // processes on loopback: a kube-apiserver with etcd (through envtest), OCI
 // registries (Debian's docker-registry) loaded with generated images, and one
 // containerd per simulated node, each with its own directories and socket,
-// plus a Node object per simulated node.
+// plus a Node object per simulated node; and a real one-node cluster
+// (StartNode): the control plane's controllers, a kubelet and containerd 2.x
+// running pods with runc.
 //
 // Everything a helper starts is stopped by t.Cleanup, and every child process
 // is started with a parent-death signal, so a test that fails, panics or is
 // killed leaves no process, mount or port behind.
 //
 // The binaries come from the project's own install steps (make testbed):
-// KUBEBUILDER_ASSETS must name a folder with kube-apiserver and etcd, and
-// containerd and docker-registry must be on PATH.
+// KUBEBUILDER_ASSETS must name a folder with kube-apiserver and etcd,
+// WARMER_NODE_ASSETS (for a real node) one with the kubelet and containerd
+// 2.x, and containerd and docker-registry must be on PATH.
 package testbed
 
 // TB is the part of testing.TB the test bed uses. A *testing.T satisfies it;

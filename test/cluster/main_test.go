@@ -1,0 +1,44 @@
+// Package cluster tests warmer on a real one-node Kubernetes cluster, as a
+// user runs it: a kubelet with containerd 2.x and runc, the control plane's
+// controllers, and images from a local registry under their public names.
+// One node serves every test in the package: it takes seconds to start.
+package cluster
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/warmer-dev/warmer/test/testbed"
+)
+
+// mirrored is the public registry whose pulls the node serves from the
+// test registry.
+const mirrored = "ghcr.io"
+
+var (
+	node *testbed.RealNode
+	reg  *testbed.Registry
+)
+
+func TestMain(m *testing.M) {
+	bed := &testbed.Shared{Name: "cluster"}
+	var traces testbed.Traces
+	if !bed.Start(func(tb testbed.TB) {
+		reg = testbed.StartRegistry(tb, testbed.RegistryOptions{Name: "cluster"})
+		node = testbed.StartNode(tb, testbed.NodeOptions{Mirrors: map[string]string{mirrored: reg.Host}})
+		traces = node.Traces()
+	}) {
+		os.Exit(1)
+	}
+	code := m.Run()
+	bed.Stop()
+	// Leaving no trace is part of what the package tests: a node that
+	// stopped must have undone every host change it made.
+	if left := testbed.LeftBehind(traces); len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "FAIL: the real node left behind:\n  %s\n", strings.Join(left, "\n  "))
+		code = 1
+	}
+	os.Exit(code)
+}
