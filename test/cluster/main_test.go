@@ -13,8 +13,8 @@ import (
 	"github.com/warmer-dev/warmer/test/testbed"
 )
 
-// mirrored is the public registry whose pulls the node serves from the
-// test registry.
+// mirrored is a public registry whose pulls the node serves from the test
+// registry; docker.io is too, for config/samples' images.
 const mirrored = "ghcr.io"
 
 var (
@@ -27,7 +27,7 @@ func TestMain(m *testing.M) {
 	var traces testbed.Traces
 	if !bed.Start(func(tb testbed.TB) {
 		reg = testbed.StartRegistry(tb, testbed.RegistryOptions{Name: "cluster"})
-		node = testbed.StartNode(tb, testbed.NodeOptions{Mirrors: map[string]string{mirrored: reg.Host}})
+		node = testbed.StartNode(tb, testbed.NodeOptions{Mirrors: map[string]string{mirrored: reg.Host, "docker.io": reg.Host}})
 		traces = node.Traces()
 	}) {
 		os.Exit(1)

@@ -58,6 +58,12 @@ func StartContainerd(t TB, node string, opts ...ContainerdOption) *Containerd {
 		o(c)
 	}
 	c.Socket = filepath.Join(c.Dir, "c.sock")
+	if c.node != nil {
+		// As on a node, the socket lies in the state directory, beside the
+		// containers' root filesystem mounts: a DaemonSet mounting the
+		// runtime's directory sees what it would see on a node.
+		c.Socket = filepath.Join(c.StateDir(), "containerd.sock")
+	}
 	c.Endpoint = "unix://" + c.Socket
 	for _, d := range []string{"root", "state", "opt", "tmp", "cni/conf", "cni/bin"} {
 		if err := os.MkdirAll(filepath.Join(c.Dir, d), 0o755); err != nil {
@@ -134,6 +140,10 @@ func (c *Containerd) Kill() {
 // client that unpacks for it (ctr images import) must name the same one.
 func (c *Containerd) Snapshotter() string { return snapshotter() }
 
+// StateDir is the containerd's state directory (/run/containerd on a
+// node), where its socket lies for a real node.
+func (c *Containerd) StateDir() string { return filepath.Join(c.Dir, "state") }
+
 // Log returns the last lines of containerd's log.
 func (c *Containerd) Log(lines int) string {
 	return tailFile(filepath.Join(c.Dir, "containerd.log"), lines)
@@ -145,6 +155,13 @@ func (c *Containerd) ImageService(t TB) runtimeapi.ImageServiceClient {
 	t.Helper()
 	conn := c.dial(t)
 	return runtimeapi.NewImageServiceClient(conn)
+}
+
+// RuntimeService returns a raw CRI runtime client (pod sandboxes and
+// containers, for a real node). It is closed at cleanup.
+func (c *Containerd) RuntimeService(t TB) runtimeapi.RuntimeServiceClient {
+	t.Helper()
+	return runtimeapi.NewRuntimeServiceClient(c.dial(t))
 }
 
 func (c *Containerd) dial(t TB) *grpc.ClientConn {

@@ -1,0 +1,265 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	goruntime "runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/internal/image"
+	"github.com/warmer-dev/warmer/test/testbed"
+)
+
+// warmerImage is the release image under test, as the overlay in
+// testdata/overlay names it.
+const warmerImage = "ghcr.io/warmer-dev/warmer:v0.0.0-cluster"
+
+// installNamespace is where config/default puts every namespaced object.
+const installNamespace = "warmer-system"
+
+// TestKustomizeInstall installs warmer as a user would: the release image
+// (built by internal/image, what `make image` runs) imported into the
+// node's containerd, `kubectl apply -k` of config/default through an
+// overlay that changes only the image and what the bed's network needs;
+// the agent and the controller become Ready, the samples' ImageWarms too
+// (their images pulled from the test registry under their docker.io
+// names), and `kubectl delete -k` leaves nothing of it in the cluster or on
+// the node.
+func TestKustomizeInstall(t *testing.T) {
+	importWarmerImage(t)
+	pushed := map[string]testbed.Image{}
+	for _, ref := range []string{"library/busybox:1.36", "library/nginx:1.27", "library/redis:7.4"} {
+		pushed[ref] = reg.PushRandom(t, ref, testbed.ImageOptions{LayerSize: testbed.MB})
+	}
+	// The web sample selects the nodes of pool web.
+	labelNode(t, "pool", "web")
+	layer := bedLayer(t)
+	samples := filepath.Join(testbed.RepoRoot(t), "config", "samples")
+	t.Cleanup(func() {
+		// After a failure, as after success: the bed is shared.
+		_, _ = node.Kubectl(t, "delete", "-k", samples, "--ignore-not-found", "--timeout=2m")
+		_, _ = node.Kubectl(t, "delete", "-k", layer, "--ignore-not-found", "--timeout=3m")
+	})
+
+	kubectl(t, "apply", "-k", layer)
+	waitWorkloads(t)
+	kubectl(t, "apply", "-k", samples)
+	for _, name := range []string{"base", "web"} {
+		waitImageWarmReady(t, name)
+	}
+	checkPulled(t, pushed)
+
+	kubectl(t, "delete", "-k", samples, "--timeout=2m")
+	kubectl(t, "delete", "-k", layer, "--timeout=3m")
+	checkUninstalled(t, layer)
+}
+
+// importWarmerImage builds the release image for this machine's platform
+// and imports its OCI tarball into the node's containerd.
+func importWarmerImage(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	idx, err := image.Build(ctx, image.Options{
+		Dir:       testbed.RepoRoot(t),
+		Version:   strings.TrimPrefix(warmerImage, "ghcr.io/warmer-dev/warmer:"),
+		Platforms: []v1.Platform{{OS: "linux", Architecture: goruntime.GOARCH}},
+	})
+	if err != nil {
+		t.Fatalf("building the image: %v", err)
+	}
+	tar := filepath.Join(t.TempDir(), "warmer-image.tar")
+	if err := image.WriteOCI(tar, idx, warmerImage); err != nil {
+		t.Fatal(err)
+	}
+	if err := node.ImportImage(tar); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// bedLayer writes, in a temporary folder, the layer over testdata/overlay
+// that only this run knows: the API server's port and the node's
+// containerd directories, which the agent mounts where a node has
+// /run/containerd and /var/lib/containerd. It returns the folder, for
+// kubectl -k.
+func bedLayer(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	overlay := filepath.Join(testbed.RepoRoot(t), "test", "cluster", "testdata", "overlay")
+	// kustomize takes other kustomizations only by relative path.
+	rel, err := filepath.Rel(dir, overlay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - %[1]s
+patches:
+  - patch: |-
+      apiVersion: apps/v1
+      kind: DaemonSet
+      metadata: {name: warmer-agent, namespace: warmer-system}
+      spec:
+        template:
+          spec:
+            containers:
+              - name: agent
+                env:
+                  - {name: KUBERNETES_SERVICE_PORT, value: %[2]q}
+            volumes:
+              - name: containerd-run
+                hostPath: {path: %[3]s}
+              - name: containerd-lib
+                hostPath: {path: %[4]s}
+  - patch: |-
+      apiVersion: apps/v1
+      kind: Deployment
+      metadata: {name: warmer-controller, namespace: warmer-system}
+      spec:
+        template:
+          spec:
+            containers:
+              - name: controller
+                env:
+                  - {name: KUBERNETES_SERVICE_PORT, value: %[2]q}
+`, rel, node.APIServerPort, node.Containerd.StateDir(), node.Containerd.Root())
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// kubectl runs kubectl as the admin and fails the test on an error.
+func kubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := node.Kubectl(t, args...)
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// labelNode sets a label on the node until the test ends.
+func labelNode(t *testing.T, key, value string) {
+	t.Helper()
+	kubectl(t, "label", "node", node.Name, key+"="+value, "--overwrite")
+	t.Cleanup(func() { _, _ = node.Kubectl(t, "label", "node", node.Name, key+"-") })
+}
+
+// waitWorkloads waits until the agent DaemonSet has a Ready pod on the
+// node and the controller Deployment is available.
+func waitWorkloads(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	poll(t, 3*time.Minute, "the agent DaemonSet Ready", func() error {
+		var ds appsv1.DaemonSet
+		if err := node.Client.Get(ctx, client.ObjectKey{Namespace: installNamespace, Name: "warmer-agent"}, &ds); err != nil {
+			return err
+		}
+		if st := ds.Status; st.DesiredNumberScheduled != 1 || st.NumberReady != 1 || st.UpdatedNumberScheduled != 1 {
+			return fmt.Errorf("status %+v", st)
+		}
+		return nil
+	})
+	poll(t, 3*time.Minute, "the controller Deployment available", func() error {
+		var d appsv1.Deployment
+		if err := node.Client.Get(ctx, client.ObjectKey{Namespace: installNamespace, Name: "warmer-controller"}, &d); err != nil {
+			return err
+		}
+		if d.Status.ReadyReplicas != 1 || d.Status.AvailableReplicas != 1 {
+			return fmt.Errorf("status %+v", d.Status)
+		}
+		return nil
+	})
+}
+
+// waitImageWarmReady waits for an ImageWarm of config/samples to be Ready.
+func waitImageWarmReady(t *testing.T, name string) {
+	t.Helper()
+	poll(t, 3*time.Minute, "ImageWarm "+name+" Ready", func() error {
+		var iw warmv1.ImageWarm
+		if err := node.Client.Get(context.Background(), client.ObjectKey{Namespace: "default", Name: name}, &iw); err != nil {
+			return err
+		}
+		if !meta.IsStatusConditionTrue(iw.Status.Conditions, warmv1.ConditionReady) {
+			return fmt.Errorf("conditions %+v", iw.Status.Conditions)
+		}
+		return nil
+	})
+}
+
+// checkPulled checks that the node's runtime holds each pushed image under
+// its docker.io name, with the digest pushed to the test registry.
+func checkPulled(t *testing.T, pushed map[string]testbed.Image) {
+	t.Helper()
+	cri := node.Containerd.ImageService(t)
+	for ref, img := range pushed {
+		name := "docker.io/" + ref
+		st, err := cri.ImageStatus(context.Background(), &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: name}})
+		if err != nil || st.Image == nil {
+			t.Errorf("%s not on the node: %v", name, err)
+			continue
+		}
+		want := strings.TrimSuffix(name, ref[strings.LastIndexByte(ref, ':'):]) + "@" + img.Digest
+		if !slices.Contains(st.Image.RepoDigests, want) {
+			t.Errorf("%s has digests %v, want %s", name, st.Image.RepoDigests, want)
+		}
+	}
+}
+
+// checkUninstalled checks that nothing of the install stays: no object of
+// the layer, no namespace, no warmer pod anywhere, and no pod sandbox of
+// it on the node.
+func checkUninstalled(t *testing.T, layer string) {
+	t.Helper()
+	if out := kubectl(t, "get", "-k", layer, "--ignore-not-found", "-o", "name"); strings.TrimSpace(out) != "" {
+		t.Errorf("left after kubectl delete -k:\n%s", out)
+	}
+	ctx := context.Background()
+	err := node.Client.Get(ctx, client.ObjectKey{Name: installNamespace}, &corev1.Namespace{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("namespace %s: %v, want NotFound", installNamespace, err)
+	}
+	var pods corev1.PodList
+	if err := node.Client.List(ctx, &pods, client.MatchingLabels{"app.kubernetes.io/name": "warmer"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) > 0 {
+		t.Errorf("%d warmer pods left", len(pods.Items))
+	}
+	// The kubelet removes the pods' sandboxes once they are gone.
+	rt := node.Containerd.RuntimeService(t)
+	poll(t, 2*time.Minute, "no warmer pod sandbox on the node", func() error {
+		list, err := rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
+			LabelSelector: map[string]string{"io.kubernetes.pod.namespace": installNamespace},
+		}})
+		if err != nil {
+			return err
+		}
+		if len(list.Items) > 0 {
+			return fmt.Errorf("%d sandboxes of %s", len(list.Items), installNamespace)
+		}
+		return nil
+	})
+}
+
+// poll is testbed.Poll with the test's usual interval.
+func poll(t *testing.T, timeout time.Duration, what string, check func() error) {
+	t.Helper()
+	testbed.Poll(t, 200*time.Millisecond, timeout, what, check)
+}
