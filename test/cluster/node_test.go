@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/warmer-dev/warmer/test/testbed"
@@ -46,7 +47,7 @@ func TestNodeReady(t *testing.T) {
 // through the API server with kubectl logs: the scheduler placed it, the
 // kubelet pulled and ran it, its token reached the API server.
 func TestHostNetworkPod(t *testing.T) {
-	img := reg.Push(t, "warmer-dev/testbed-hello:v1", testbed.GoImage(t, "./test/cluster/hello"))
+	img := pushHello(t)
 	ns := namespace(t)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "hello", Namespace: ns},
@@ -79,6 +80,45 @@ func TestHostNetworkPod(t *testing.T) {
 	if got := pod.Status.ContainerStatuses[0].ImageID; !strings.HasSuffix(got, img.Digest) {
 		t.Errorf("the pod ran image %q, want the pushed %s", got, img.Digest)
 	}
+}
+
+// TestKubectlExec runs a command in a running pod's container with
+// kubectl exec: the API server's kubelet client, the kubelet and
+// containerd's streaming server on the node.
+func TestKubectlExec(t *testing.T) {
+	pushHello(t)
+	ns := namespace(t)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "sleeper", Namespace: ns},
+		Spec: corev1.PodSpec{
+			HostNetwork:                   true,
+			TerminationGracePeriodSeconds: ptr.To[int64](1),
+			Containers: []corev1.Container{{
+				Name:  "sleeper",
+				Image: mirrored + "/warmer-dev/testbed-hello:v1",
+				Args:  []string{"sleep"},
+				Env:   node.PodEnv(),
+			}},
+		},
+	}
+	if err := node.Client.Create(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	waitPhase(t, pod, corev1.PodRunning)
+	out, err := node.Kubectl(t, "exec", "-n", ns, "sleeper", "--", "/hello")
+	if err != nil {
+		t.Fatalf("kubectl exec: %v: %s", err, out)
+	}
+	if want := "node=" + node.Name; !strings.Contains(out, want) {
+		t.Errorf("kubectl exec printed %q, want %q in it", out, want)
+	}
+}
+
+// pushHello pushes the hello program's image to the test registry, where
+// the node finds it as ghcr.io/warmer-dev/testbed-hello:v1.
+func pushHello(t *testing.T) testbed.Image {
+	t.Helper()
+	return reg.Push(t, "warmer-dev/testbed-hello:v1", testbed.GoImage(t, "./test/cluster/hello"))
 }
 
 // namespace creates a namespace for one test and deletes it afterwards.

@@ -3,7 +3,8 @@
 // who it is (a SelfSubjectReview), then exits. Its output shows that the
 // pod started from an image in the test registry, that the token the
 // kubelet mounted works and is bound to the pod and its node, and that the
-// API server is reachable from the pod.
+// API server is reachable from the pod. With the argument "sleep" it waits
+// for SIGTERM instead, a container to kubectl exec into.
 package main
 
 import (
@@ -15,13 +16,21 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 )
 
 const saDir = "/var/run/secrets/kubernetes.io/serviceaccount/"
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "sleep" {
+		stop := make(chan os.Signal, 1)
+		signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+		<-stop
+		return
+	}
 	fmt.Println("hello from the test bed")
 	user, node, err := whoAmI()
 	if err != nil {
