@@ -208,7 +208,7 @@ func startImageWarmController(t *testing.T, cp *testbed.ControlPlane) {
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
-	runManager(t, mgr)
+	testbed.RunManager(t, mgr)
 }
 
 // iwEnv drives one ImageWarm and the reports on it.
@@ -425,19 +425,4 @@ func iwEachSeries(t *testing.T, metric, label, value string, f func(float64)) {
 			}
 		}
 	}
-}
-
-// runManager starts mgr until the test ends, and fails the test if it
-// stops with an error.
-func runManager(t *testing.T, mgr ctrl.Manager) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
 }

@@ -19,7 +19,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
-	"github.com/warmer-dev/warmer/controllers"
+	"github.com/warmer-dev/warmer/controllers/agent"
 	"github.com/warmer-dev/warmer/pkg/criclient"
 	"github.com/warmer-dev/warmer/pkg/pullengine"
 )
@@ -169,13 +169,13 @@ func newAgentManager(cfg *rest.Config, f *agentFlags) (ctrl.Manager, error) {
 		Metrics:                metricsserver.Options{BindAddress: f.metricsAddr},
 		HealthProbeBindAddress: f.probeAddr,
 		PprofBindAddress:       f.pprofAddr,
-		Cache:                  controllers.AgentCacheOptions(f.nodeName),
-		Client:                 controllers.AgentClientOptions(),
+		Cache:                  agent.CacheOptions(f.nodeName),
+		Client:                 agent.ClientOptions(),
 	})
 }
 
 func setupAgent(mgr ctrl.Manager, cri *criclient.Client, f *agentFlags) error {
-	agent := &controllers.NodeAgent{
+	a := &agent.NodeAgent{
 		Client:           mgr.GetClient(),
 		APIReader:        mgr.GetAPIReader(),
 		Recorder:         mgr.GetEventRecorder("warmer-agent"),
@@ -200,14 +200,14 @@ func setupAgent(mgr ctrl.Manager, cri *criclient.Client, f *agentFlags) error {
 		PullTimeout:          f.pullTimeout,
 		DiskThresholdPercent: f.diskThreshold,
 		ImageFs:              imageFs,
-		Listener:             agent,
+		Listener:             a.Listener(),
 		Registerer:           ctrlmetrics.Registry,
 	})
-	agent.Engine = engine
+	a.Engine = engine
 	if err := mgr.Add(engine); err != nil {
 		return err
 	}
-	if err := agent.SetupWithManager(mgr); err != nil {
+	if err := a.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the agent: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
-	"github.com/warmer-dev/warmer/controllers"
+	"github.com/warmer-dev/warmer/controllers/agent"
 	"github.com/warmer-dev/warmer/pkg/pullengine"
 )
 
@@ -89,8 +89,8 @@ func newAgent(opts Options, node string) (ctrl.Manager, *FakeRuntime, error) {
 		Scheme:                 opts.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  controllers.AgentCacheOptions(node),
-		Client:                 controllers.AgentClientOptions(),
+		Cache:                  agent.CacheOptions(node),
+		Client:                 agent.ClientOptions(),
 		Controller:             config.Controller{SkipNameValidation: &skip},
 	})
 	if err != nil {
@@ -101,7 +101,7 @@ func newAgent(opts Options, node string) (ctrl.Manager, *FakeRuntime, error) {
 	if !opts.NoEvents {
 		rec = mgr.GetEventRecorder("warmer-agent")
 	}
-	agent := &controllers.NodeAgent{
+	a := &agent.NodeAgent{
 		Client:           mgr.GetClient(),
 		APIReader:        mgr.GetAPIReader(),
 		Recorder:         rec,
@@ -111,12 +111,12 @@ func newAgent(opts Options, node string) (ctrl.Manager, *FakeRuntime, error) {
 		StatusLimiter:    flowcontrol.NewTokenBucketRateLimiter(0.5, 5),
 		ProgressInterval: 2 * time.Second,
 	}
-	engine := pullengine.New(rt, pullengine.Options{MaxParallelPulls: 3, RegistryQPS: 5, RegistryBurst: 10, Listener: agent})
-	agent.Engine = engine
+	engine := pullengine.New(rt, pullengine.Options{MaxParallelPulls: 3, RegistryQPS: 5, RegistryBurst: 10, Listener: a.Listener()})
+	a.Engine = engine
 	if err := mgr.Add(engine); err != nil {
 		return nil, nil, err
 	}
-	if err := agent.SetupWithManager(mgr); err != nil {
+	if err := a.SetupWithManager(mgr); err != nil {
 		return nil, nil, err
 	}
 	return mgr, rt, nil

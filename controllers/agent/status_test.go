@@ -1,4 +1,4 @@
-package controllers
+package agent
 
 import (
 	"strings"
@@ -24,7 +24,7 @@ func TestDiskCondition(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := diskCondition([]metav1.Condition{runtime}, tt.u)
+			got := diskCondition([]metav1.Condition{runtime}, tt.u, metav1.NewTime(t0))
 			c := meta.FindStatusCondition(got, ConditionDiskPressure)
 			if c == nil || c.Status != tt.status || c.Reason != tt.reason {
 				t.Fatalf("condition %+v, want %s %s", c, tt.status, tt.reason)

@@ -1,4 +1,4 @@
-package controllers
+package agent
 
 import (
 	"context"
@@ -83,5 +83,15 @@ func (s *secretKeyrings) read(ctx context.Context, nn types.NamespacedName) (*pu
 	return k, nil
 }
 
-// problems returns, per secret, why it could not be used in this pass.
-func (s *secretKeyrings) problems() map[types.NamespacedName]error { return s.errs }
+// outcomes says, per secret read in this pass, what is wrong with it: ""
+// when it could be used.
+func (s *secretKeyrings) outcomes() map[types.NamespacedName]string {
+	out := make(map[types.NamespacedName]string, len(s.rings)+len(s.errs))
+	for nn := range s.rings {
+		out[nn] = ""
+	}
+	for nn, err := range s.errs {
+		out[nn] = err.Error()
+	}
+	return out
+}

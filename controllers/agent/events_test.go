@@ -1,4 +1,4 @@
-package controllers
+package agent
 
 import (
 	"context"
@@ -20,10 +20,10 @@ import (
 )
 
 // eventAgent is a NodeAgent wired only for events: the manager's real
-// events.k8s.io recorder against a real API server, and the ImageWarms
-// that want each image. The pull results it is fed stand in for the
-// engine, which is not what these tests are about.
-func eventAgent(t *testing.T, cp *testbed.ControlPlane, node *corev1.Node, warms ...warmv1.ImageWarm) *NodeAgent {
+// events.k8s.io recorder against a real API server. The events it is
+// given stand in for the planner's, which is not what these tests are
+// about.
+func eventAgent(t *testing.T, cp *testbed.ControlPlane, node *corev1.Node) *NodeAgent {
 	t.Helper()
 	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{
 		Scheme:                 testbed.Scheme(),
@@ -34,11 +34,8 @@ func eventAgent(t *testing.T, cp *testbed.ControlPlane, node *corev1.Node, warms
 	if err != nil {
 		t.Fatal(err)
 	}
-	runManager(t, mgr)
-	a := &NodeAgent{Recorder: mgr.GetEventRecorder("warmer-agent"), NodeName: node.Name, st: newAgentState(), PerImageEvents: true}
-	d, _ := desiredImages(node.Labels, warms)
-	a.st.setWantersLocked(d, node)
-	return a
+	testbed.RunManager(t, mgr)
+	return &NodeAgent{Recorder: mgr.GetEventRecorder("warmer-agent"), NodeName: node.Name}
 }
 
 // eventsAbout lists the events with reason on the ImageWarm.
@@ -50,11 +47,28 @@ func eventsAbout(t *testing.T, cp *testbed.ControlPlane, iw *warmv1.ImageWarm, r
 	}
 	var out []eventsv1.Event
 	for _, e := range list.Items {
-		if e.Regarding.UID == iw.UID && e.Reason == reason {
+		if e.Regarding.UID == iw.UID && (reason == "" || e.Reason == reason) {
 			out = append(out, e)
 		}
 	}
 	return out
+}
+
+// wanted is the desired set of a node with the given ImageWarms, read
+// again from the API server (each with its current resourceVersion, as
+// the agent's cache would give them).
+func wanted(t *testing.T, cp *testbed.ControlPlane, node *corev1.Node, warms ...*warmv1.ImageWarm) desiredSet {
+	t.Helper()
+	var items []warmv1.ImageWarm
+	for _, iw := range warms {
+		var cur warmv1.ImageWarm
+		if err := cp.Client.Get(context.Background(), client.ObjectKeyFromObject(iw), &cur); err != nil {
+			t.Fatal(err)
+		}
+		items = append(items, cur)
+	}
+	d, _ := desiredImages(node.Labels, items)
+	return d
 }
 
 // TestEventsPerImage checks, on a real API server, that events about two
@@ -72,16 +86,14 @@ func TestEventsPerImage(t *testing.T) {
 	if err := cp.Client.Create(ctx, iw); err != nil {
 		t.Fatal(err)
 	}
-	a := eventAgent(t, cp, node, *iw)
-	now := time.Now()
-	pulled := func(img string) pullengine.Result {
-		return pullengine.Result{Image: img, Ref: img, Size: 1 << 20, Duration: time.Second, Finished: now}
+	a := eventAgent(t, cp, node)
+	d := wanted(t, cp, node, iw)
+	pulledEvent := func(img string) agentEvent {
+		return eventPulled(d.images[img], pullengine.Result{Image: img, Ref: img, Size: 1 << 20, Duration: time.Second})
 	}
 
 	t.Run("two images, two Pulled events", func(t *testing.T) {
-		a.PullFinished(pulled(imgA))
-		a.PullFinished(pulled(imgB))
-		a.PullFinished(pulled(long))
+		a.record(ctx, d, node, []agentEvent{pulledEvent(imgA), pulledEvent(imgB), pulledEvent(long)})
 		testbed.Eventually(t, 20*time.Second, "three Pulled events", func() error {
 			return distinctNotes(eventsAbout(t, cp, iw, ReasonPulled), imgA, imgB, long)
 		})
@@ -93,7 +105,7 @@ func TestEventsPerImage(t *testing.T) {
 	})
 
 	t.Run("a repeat about the same image still folds into its series", func(t *testing.T) {
-		a.PullFinished(pulled(imgA))
+		a.record(ctx, d, node, []agentEvent{pulledEvent(imgA)})
 		testbed.Eventually(t, 20*time.Second, "series of the first image", func() error {
 			evs := eventsAbout(t, cp, iw, ReasonPulled)
 			if len(evs) != 3 {
@@ -110,10 +122,12 @@ func TestEventsPerImage(t *testing.T) {
 
 	t.Run("huge runtime messages are cut, not refused", func(t *testing.T) {
 		huge := strings.Repeat("é registry said no ", 2000) // about 40 KB
+		var evs []agentEvent
 		for _, img := range []string{imgA, imgB} {
-			a.PullFinished(pullengine.Result{Image: img, Ref: img, Class: pullengine.ClassRegistryUnavailable,
-				Message: huge, Finished: now})
+			evs = append(evs, eventFailed(d.images[img], pullengine.Result{Image: img, Ref: img,
+				Class: pullengine.ClassRegistryUnavailable, Message: huge}))
 		}
+		a.record(ctx, d, node, evs)
 		testbed.Eventually(t, 20*time.Second, "two Failed events", func() error {
 			evs := eventsAbout(t, cp, iw, ReasonFailed)
 			for _, e := range evs {
@@ -125,6 +139,68 @@ func TestEventsPerImage(t *testing.T) {
 			return distinctNotes(evs, imgA, imgB)
 		})
 	})
+}
+
+// TestEventsFold checks, on a real API server, that a failing image's
+// events fold into at most two Event objects per node (Failed and BackOff)
+// whose counts rise, although the ImageWarm's status and the Node change
+// between the retries, as they do in a cluster: the controller writes the
+// ImageWarm's status, the kubelet the Node's. References carrying the
+// objects' resourceVersions made every retry a new Event object.
+func TestEventsFold(t *testing.T) {
+	cp := testbed.StartControlPlane(t)
+	ctx := context.Background()
+	node := cp.CreateNode(t, "fold-node", nil)
+	img := "registry.example:5000/team/missing:v1"
+	iw := testbed.NewWarm("default", "failing", nil, img)
+	if err := cp.Client.Create(ctx, iw); err != nil {
+		t.Fatal(err)
+	}
+	a := eventAgent(t, cp, node)
+	const retries = 4
+	for i := range retries {
+		d := wanted(t, cp, node, iw)
+		res := pullengine.Result{Image: img, Ref: img, Class: pullengine.ClassNotFound, Message: fmt.Sprintf("not found (try %d)", i)}
+		a.record(ctx, d, node, []agentEvent{eventFailed(d.images[img], res), eventBackOff(d.images[img])})
+		touch(t, cp, iw, node, i)
+	}
+	testbed.Eventually(t, 30*time.Second, "two event series", func() error {
+		evs := eventsAbout(t, cp, iw, "")
+		if len(evs) != 2 {
+			return fmt.Errorf("%d Event objects, want 2 (Failed and BackOff)", len(evs))
+		}
+		for _, e := range evs {
+			// The recorder sends the series' first repeat at once and
+			// later counts on its half-hourly heartbeat.
+			if e.Series == nil || e.Series.Count < 2 {
+				return fmt.Errorf("%s: series %+v, want a count that rose", e.Reason, e.Series)
+			}
+		}
+		return nil
+	})
+}
+
+// touch changes the ImageWarm's status and the Node's labels, as the
+// controller and the kubelet would between two retries.
+func touch(t *testing.T, cp *testbed.ControlPlane, iw *warmv1.ImageWarm, node *corev1.Node, i int) {
+	t.Helper()
+	ctx := context.Background()
+	var cur warmv1.ImageWarm
+	if err := cp.Client.Get(ctx, client.ObjectKeyFromObject(iw), &cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Status.ObservedGeneration = int64(i + 1)
+	if err := cp.Client.Status().Update(ctx, &cur); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(node.DeepCopy())
+	if node.Labels == nil {
+		node.Labels = map[string]string{}
+	}
+	node.Labels["heartbeat"] = fmt.Sprint(i)
+	if err := cp.Client.Patch(ctx, node, patch); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // distinctNotes checks that there is exactly one event per image, each
@@ -149,50 +225,4 @@ func distinctNotes(evs []eventsv1.Event, images ...string) error {
 		}
 	}
 	return nil
-}
-
-// TestWarmedEvent checks, on a real API server, that by default a node
-// records one Warmed event per ImageWarm once all its images are present,
-// instead of two events per image.
-func TestWarmedEvent(t *testing.T) {
-	cp := testbed.StartControlPlane(t)
-	ctx := context.Background()
-	node := cp.CreateNode(t, "warmed-node", nil)
-	imgA, imgB := "registry.example:5000/team/a:v1", "registry.example:5000/team/b:v1"
-	iw := testbed.NewWarm("default", "pair", nil, imgA, imgB)
-	if err := cp.Client.Create(ctx, iw); err != nil {
-		t.Fatal(err)
-	}
-	a := eventAgent(t, cp, node, *iw)
-	a.PerImageEvents = false
-	d, _ := desiredImages(node.Labels, []warmv1.ImageWarm{*iw})
-	now := time.Now()
-	for _, img := range []string{imgA, imgB} {
-		a.PullStarted(d.images[img].ref)
-		a.PullFinished(pullengine.Result{Image: img, Ref: img, Size: 1 << 20, Duration: time.Second, Finished: now})
-	}
-	a.mu.Lock()
-	a.warmedEventsLocked(ctx, d, map[string]warmv1.ImageState{imgA: warmv1.ImagePresent, imgB: warmv1.ImagePulling})
-	a.mu.Unlock()
-	time.Sleep(2 * time.Second) // the recorder sends asynchronously
-	if evs := eventsAbout(t, cp, iw, ReasonWarmed); len(evs) != 0 {
-		t.Fatalf("Warmed before every image is present: %v", evs[0].Note)
-	}
-	a.mu.Lock()
-	a.warmedEventsLocked(ctx, d, map[string]warmv1.ImageState{imgA: warmv1.ImagePresent, imgB: warmv1.ImagePresent})
-	a.warmedEventsLocked(ctx, d, map[string]warmv1.ImageState{imgA: warmv1.ImagePresent, imgB: warmv1.ImagePresent})
-	a.mu.Unlock()
-	testbed.Eventually(t, 20*time.Second, "one Warmed event", func() error {
-		evs := eventsAbout(t, cp, iw, ReasonWarmed)
-		if len(evs) != 1 || evs[0].Series != nil || !strings.Contains(evs[0].Note, "pulled 2 (2097152 bytes)") ||
-			!strings.HasSuffix(evs[0].Note, "(node warmed-node)") {
-			return fmt.Errorf("%d Warmed events: %+v", len(evs), evs)
-		}
-		return nil
-	})
-	for _, r := range []string{ReasonPulling, ReasonPulled} {
-		if evs := eventsAbout(t, cp, iw, r); len(evs) != 0 {
-			t.Errorf("%d %s events without PerImageEvents", len(evs), r)
-		}
-	}
 }

@@ -1,14 +1,15 @@
-package controllers
+package agent
 
 import (
 	"context"
 	"fmt"
-	"sync"
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,9 +24,7 @@ import (
 	"github.com/warmer-dev/warmer/pkg/pullengine"
 )
 
-// The agent's RBAC is written by hand in config/rbac/agent_role.yaml: the
-// agent and the status controller share this package, and controller-gen
-// would merge their markers into one role.
+// The agent's RBAC is written by hand in config/rbac/agent_role.yaml.
 
 // Engine is what the agent needs of the pull engine.
 type Engine interface {
@@ -43,15 +42,18 @@ var _ Engine = &pullengine.Engine{}
 
 // NodeAgent keeps the images that the ImageWarms matching one node ask
 // for present on that node, and reports them in the node's NodeWarm. Its
-// one reconcile key is the node; every pass lists the runtime's images once.
+// one reconcile key is the node. A pass gathers its inputs, lets the
+// planner (planner.go) decide, and applies the plan; all of the agent's
+// state belongs to the pass, except the inbox the engine reports to.
 type NodeAgent struct {
-	// Client reads ImageWarms and the Node from the cache and writes the
-	// NodeWarm.
+	// Client reads ImageWarms, the Node and the NodeWarm from the cache
+	// and writes the NodeWarm.
 	Client client.Client
 	// APIReader reads Secrets and the NodeWarm without a cache: the agent
 	// may get, but never list or watch, Secrets.
 	APIReader client.Reader
-	// Engine pulls the images. The agent must also be its Listener.
+	// Engine pulls the images; Listener must be given to it as its
+	// listener.
 	Engine Engine
 	// Recorder records events on ImageWarms.
 	Recorder recorder.EventRecorder
@@ -68,44 +70,79 @@ type NodeAgent struct {
 	// pulls are under way; a settled result is written at once.
 	ProgressInterval time.Duration
 	// PerImageEvents adds the kubelet's Pulling and Pulled events for every
-	// image to the one Warmed event per ImageWarm (see agent_events.go).
+	// image to the one Warmed event per ImageWarm (see events.go).
 	PerImageEvents bool
+	// Clock is the engine's clock; nil means the real one.
+	Clock clock.PassiveClock
 
 	trigger chan event.GenericEvent
-	memo    parseMemo  // ImageWarm specs parsed by earlier passes; Reconcile's alone
-	mu      sync.Mutex // guards st, which the engine's listener also reads
-	st      agentState
+	inbox   inbox
+	memo    parseMemo
+	state   agentState
+	report  reportState
+	// secretReads is what the last pass found wrong with each pull secret
+	// it read, for the next pass's planner.
+	secretReads map[types.NamespacedName]string
+}
+
+// Listener is what the engine reports pulls to. It only queues them for
+// the next pass.
+func (a *NodeAgent) Listener() pullengine.Listener {
+	a.init()
+	return &a.inbox
+}
+
+// init readies the agent's own parts; it is idempotent.
+func (a *NodeAgent) init() {
+	if a.trigger != nil {
+		return
+	}
+	if a.Clock == nil {
+		a.Clock = clock.RealClock{}
+	}
+	a.trigger = make(chan event.GenericEvent, 1)
+	a.inbox.clock, a.inbox.poke, a.inbox.pokeOnStart = a.Clock, a.poke, a.PerImageEvents
 }
 
 // SetupWithManager registers the agent. It watches ImageWarms in every
-// namespace and its own Node; the manager's cache must be limited to that
-// Node (see cmd/warmer).
+// namespace, its own Node and its own NodeWarm; the manager's cache must
+// be limited to those (AgentCacheOptions).
 func (a *NodeAgent) SetupWithManager(mgr ctrl.Manager) error {
-	a.trigger = make(chan event.GenericEvent, 1)
-	a.st = newAgentState()
+	a.init()
 	toNode := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []ctrl.Request {
 		return []ctrl.Request{{NamespacedName: types.NamespacedName{Name: a.NodeName}}}
 	})
+	own := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetName() == a.NodeName })
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("agent").
-		For(&corev1.Node{}, builder.WithPredicates(
-			predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetName() == a.NodeName }),
-			predicate.LabelChangedPredicate{})).
+		// A new Node of the same name (created again) passes too: its
+		// NodeWarm then needs the new owner.
+		For(&corev1.Node{}, builder.WithPredicates(own, predicate.LabelChangedPredicate{})).
 		// Status writes by the controller do not change what the node
 		// wants; only spec changes (and creation, deletion) do.
 		Watches(&warmv1.ImageWarm{}, toNode, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// Its own NodeWarm deleted (by hand, or by the garbage collector
+		// with a replaced Node) is written again at once.
+		Watches(&warmv1.NodeWarm{}, toNode, builder.WithPredicates(own, deletedOnly)).
 		WatchesRawSource(source.Channel(a.trigger, toNode)).
 		Complete(a)
 }
 
-// Reconcile makes one pass: desired images, what the runtime holds, pulls
-// for what is missing, and the NodeWarm report.
+// deletedOnly passes deletions only.
+var deletedOnly = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	UpdateFunc:  func(event.UpdateEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+// Reconcile makes one pass: gather, plan, apply.
 func (a *NodeAgent) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
+	a.init()
 	node, err := a.node(ctx)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	nw, err := a.ensureNodeWarm(ctx, node)
+	nw, err := a.nodeWarm(ctx, node)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -113,14 +150,14 @@ func (a *NodeAgent) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result,
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	listedAt := time.Now()
-	presence, err := a.Engine.Presence(ctx)
+	in, err := a.gather(ctx, nw, desired)
 	if err != nil {
 		log.FromContext(ctx).Error(err, "Container runtime not answering")
 		return ctrl.Result{RequeueAfter: runtimeRetry}, a.reportRuntimeDown(ctx, nw, err)
 	}
-	statuses := a.pull(ctx, node, desired, presence, listedAt)
-	next, err := a.report(ctx, node, nw, desired, presence, statuses)
+	out := plan(in)
+	a.state = out.state
+	next, err := a.apply(ctx, node, nw, in.desired, out)
 	return ctrl.Result{RequeueAfter: next}, err
 }
 
@@ -133,6 +170,32 @@ func (a *NodeAgent) node(ctx context.Context) (*corev1.Node, error) {
 		return nil, fmt.Errorf("getting node %q: %w", a.NodeName, err)
 	}
 	return &node, nil
+}
+
+// gather reads the rest of what the planner decides from. Its error is
+// the runtime's.
+func (a *NodeAgent) gather(ctx context.Context, nw *warmv1.NodeWarm, desired desiredSet) (planInput, error) {
+	// Reports are taken in before the runtime is listed, and the engine
+	// asked after: a pull that ends in between shows in the engine's view
+	// and reaches the planner on the next pass (see planner.image).
+	started, results := a.inbox.drain()
+	listedAt := a.Clock.Now()
+	presence, err := a.Engine.Presence(ctx)
+	if err != nil {
+		return planInput{}, err
+	}
+	engine := make(map[string]pullengine.Status, len(desired.images))
+	for key := range desired.images {
+		if s, ok := a.Engine.Status(key); ok {
+			engine[key] = s
+		}
+	}
+	return planInput{
+		now: a.Clock.Now(), listedAt: listedAt, desired: desired, runtime: presence, engine: engine,
+		started: started, results: results, disk: a.Engine.DiskUsage(ctx), secrets: a.secretReads,
+		conditions: nw.Status.Conditions, runtimeInfo: a.Runtime, resync: a.ResyncPeriod,
+		perImageEvents: a.PerImageEvents, state: a.state,
+	}, nil
 }
 
 func (a *NodeAgent) desired(ctx context.Context, node *corev1.Node) (desiredSet, error) {
@@ -148,6 +211,32 @@ func (a *NodeAgent) desired(ctx context.Context, node *corev1.Node) (desiredSet,
 		log.FromContext(ctx).Info("Skipping ImageWarm with an unusable selector", "imagewarm", nn)
 	}
 	return set, nil
+}
+
+// apply carries out a plan: the engine's pulls (with their secrets),
+// events, metrics and the NodeWarm status. It returns when the next pass
+// is due.
+func (a *NodeAgent) apply(ctx context.Context, node *corev1.Node, nw *warmv1.NodeWarm, d desiredSet, out planOutput) (time.Duration, error) {
+	secrets := newSecretKeyrings(a.APIReader)
+	reqs := make([]pullengine.Request, len(out.pulls))
+	for i, p := range out.pulls {
+		reqs[i] = p.request
+		reqs[i].Keyring = secrets.keyring(ctx, p.secrets)
+	}
+	a.Engine.Sync(ctx, reqs)
+	if reads := secrets.outcomes(); !maps.Equal(reads, a.secretReads) {
+		a.secretReads = reads
+		a.poke() // the planner reports new problems on the next pass
+	}
+	a.record(ctx, d, node, out.events)
+	evictionsTotal.Add(float64(out.evictions))
+	setGauges(out.status)
+	next := out.next
+	wait, err := a.maybeWrite(ctx, nw, out.status)
+	if wait > 0 && wait < next {
+		next = wait
+	}
+	return next, err
 }
 
 // poke asks for a pass soon, without blocking: one pending poke is enough.

@@ -1,4 +1,4 @@
-package controllers_test
+package agent_test
 
 import (
 	"encoding/base64"

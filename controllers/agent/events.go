@@ -1,0 +1,182 @@
+package agent
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/pkg/pullengine"
+)
+
+// Every event the agent records is made here, by one constructor per
+// reason; the planner decides when, the shell (record) sends them.
+//
+// Events go on the ImageWarms that want an image, related to the node.
+// The pull events are worded as the kubelet words its own, so they read
+// the same in `kubectl describe`. Pull events are summed up per ImageWarm
+// by default: the kubelet records Pulling and Pulled for every image of
+// every Pod, and a pre-warmer doing the same records two events per image
+// per node, all on one ImageWarm (20,000 for ten images on 1,000 nodes),
+// which bury the failures in `kubectl describe`. So each node records one
+// Warmed event per ImageWarm when the last of its images arrives, and keeps
+// per-image events for what needs a look: failures, back-offs, evictions
+// and bad secrets. --per-image-events brings back Pulling and Pulled.
+
+// Event reasons.
+const (
+	ReasonPulling           = "Pulling"
+	ReasonPulled            = "Pulled"
+	ReasonWarmed            = "Warmed"
+	ReasonFailed            = "Failed"
+	ReasonBackOff           = "BackOff"
+	ReasonEvicted           = "Evicted"
+	ReasonInvalidPullSecret = "InvalidPullSecret"
+)
+
+// Event actions (events.k8s.io wants one on every event).
+const (
+	ActionPull   = "Pull"
+	ActionConfig = "ReadConfig"
+	ActionWarm   = "Warm"
+)
+
+// maxEventSubjects bounds how many ImageWarms one image's event goes to.
+const maxEventSubjects = warmv1.MaxRequestedBy
+
+// Limits the API server puts on an events.k8s.io Event, in bytes. An event
+// over them is refused and lost, so notes are cut and actions bounded.
+const (
+	maxEventNote   = 1024
+	maxEventAction = 128
+)
+
+// agentEvent is one event to record on each of its subjects.
+type agentEvent struct {
+	subjects []types.NamespacedName
+	warning  bool
+	reason   string
+	action   string
+	note     string
+}
+
+func eventPulling(w *wantedImage) agentEvent {
+	return imageEvent(w, false, ReasonPulling, fmt.Sprintf("Pulling image %q", w.image))
+}
+
+func eventPulled(w *wantedImage, res pullengine.Result) agentEvent {
+	return imageEvent(w, false, ReasonPulled, fmt.Sprintf("Successfully pulled image %q in %v. Image size: %d bytes.",
+		w.image, res.Duration.Truncate(time.Millisecond), res.Size))
+}
+
+func eventFailed(w *wantedImage, res pullengine.Result) agentEvent {
+	return imageEvent(w, true, ReasonFailed, fmt.Sprintf("Failed to pull image %q: %s: %s", w.image, res.Class, res.Message))
+}
+
+func eventBackOff(w *wantedImage) agentEvent {
+	return imageEvent(w, false, ReasonBackOff, fmt.Sprintf("Back-off pulling image %q", w.image))
+}
+
+func eventEvicted(w *wantedImage) agentEvent {
+	return imageEvent(w, true, ReasonEvicted, fmt.Sprintf("Image %q is no longer on the node; pulling it again", w.image))
+}
+
+func eventWarmed(nn types.NamespacedName, t warmProgress, now time.Time) agentEvent {
+	return agentEvent{subjects: []types.NamespacedName{nn}, reason: ReasonWarmed, action: actionOn(ActionWarm, nn.String()),
+		note: fmt.Sprintf("Every image is present: pulled %d (%d bytes) in %v", t.pulled, t.bytes, now.Sub(t.started).Truncate(time.Millisecond))}
+}
+
+func eventBadSecret(subjects []types.NamespacedName, secret types.NamespacedName, problem string) agentEvent {
+	return agentEvent{subjects: subjects, warning: true, reason: ReasonInvalidPullSecret,
+		action: actionOn(ActionConfig, secret.String()), note: problem}
+}
+
+// imageEvent is an event about one image, on (some of) the ImageWarms that
+// want it.
+func imageEvent(w *wantedImage, warning bool, reason, note string) agentEvent {
+	subjects := w.warms
+	if len(subjects) > maxEventSubjects {
+		subjects = subjects[:maxEventSubjects]
+	}
+	return agentEvent{subjects: subjects, warning: warning, reason: reason, action: actionOn(ActionPull, w.ref.String()), note: note}
+}
+
+// actionOn makes an event's action name what it acts on: an image or a
+// secret. client-go's events.k8s.io recorder folds events into a series
+// keyed by regarding, related, type, action, reason and reporter, but not
+// the note; with one action for every image, a Pulled event for a second
+// image of an ImageWarm would only bump the count of the first image's
+// event, and its own note would never be seen. Repeats about the same
+// subject still fold. A subject too long for the API's bound on actions is
+// named by a hash of it instead.
+func actionOn(action, subject string) string {
+	if a := action + " " + subject; len(a) <= maxEventAction {
+		return a
+	}
+	sum := sha256.Sum256([]byte(subject))
+	return action + " #" + hex.EncodeToString(sum[:12])
+}
+
+// record sends events. Subjects and the related Node are references
+// without a resourceVersion: the recorder keys its series on them, and the
+// ImageWarm's and Node's versions change with every status write, so with
+// them no repeat would ever fold into a series.
+func (a *NodeAgent) record(ctx context.Context, d desiredSet, node *corev1.Node, events []agentEvent) {
+	if a.Recorder == nil || len(events) == 0 {
+		return
+	}
+	related := nodeStub(node)
+	suffix := " (node " + a.NodeName + ")"
+	for _, e := range events {
+		msg := cutBytes(e.note, maxEventNote-len(suffix)) + suffix
+		typ := corev1.EventTypeNormal
+		if e.warning {
+			typ = corev1.EventTypeWarning
+		}
+		for _, nn := range e.subjects {
+			if iw := d.objects[nn]; iw != nil {
+				a.Recorder.Eventf(iw, related, typ, e.reason, e.action, "%s", msg)
+			}
+		}
+		log.FromContext(ctx).V(1).Info("Event", "reason", e.reason, "message", msg)
+	}
+}
+
+// stub is a minimal reference to an ImageWarm, enough to be an event's
+// subject, without its resourceVersion (see record).
+func stub(iw *warmv1.ImageWarm) *warmv1.ImageWarm {
+	return &warmv1.ImageWarm{
+		TypeMeta:   metav1.TypeMeta{APIVersion: warmv1.GroupVersion.String(), Kind: "ImageWarm"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: iw.Namespace, Name: iw.Name, UID: iw.UID},
+	}
+}
+
+// nodeStub is the same for the Node.
+func nodeStub(node *corev1.Node) *corev1.Node {
+	return &corev1.Node{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
+		ObjectMeta: metav1.ObjectMeta{Name: node.Name, UID: node.UID},
+	}
+}
+
+// cutBytes cuts s to at most n bytes, on a rune boundary, marking the cut
+// with an ellipsis.
+func cutBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const mark = "…"
+	n -= len(mark)
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:max(n, 0)] + mark
+}

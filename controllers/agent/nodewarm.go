@@ -1,0 +1,183 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+)
+
+// reportState is what the shell keeps of the NodeWarm between passes.
+type reportState struct {
+	// nodeWarm is the NodeWarm as last read or written; nil to read it
+	// again.
+	nodeWarm *warmv1.NodeWarm
+	// reported is the last status written (or found at start).
+	reported *warmv1.NodeWarmStatus
+	// lastWrite is when it was written.
+	lastWrite time.Time
+}
+
+// nodeWarm returns the node's NodeWarm, owned by the Node so it goes with
+// it. It is created when missing, found again when deleted (its deletion
+// is watched), and given the new Node as owner when the Node was replaced
+// under the same name: the garbage collector would otherwise delete it as
+// an orphan.
+func (a *NodeAgent) nodeWarm(ctx context.Context, node *corev1.Node) (*warmv1.NodeWarm, error) {
+	nw := a.report.nodeWarm
+	if nw == nil || a.gone(ctx, nw) {
+		var err error
+		if nw, err = a.readOrCreate(ctx, node); err != nil {
+			return nil, err
+		}
+	}
+	if !ownedBy(nw, node) {
+		nw.OwnerReferences = ownerRefs(node)
+		if err := a.Client.Update(ctx, nw); err != nil {
+			a.report.nodeWarm = nil
+			return nil, fmt.Errorf("giving NodeWarm %q its new Node as owner: %w", a.NodeName, err)
+		}
+		log.FromContext(ctx).Info("NodeWarm given the new Node as owner", "uid", node.UID)
+	}
+	a.report.nodeWarm = nw
+	return nw, nil
+}
+
+// gone says whether the cache no longer holds the NodeWarm this agent
+// knows, or holds another one of the same name.
+func (a *NodeAgent) gone(ctx context.Context, known *warmv1.NodeWarm) bool {
+	var cached warmv1.NodeWarm
+	err := a.Client.Get(ctx, types.NamespacedName{Name: a.NodeName}, &cached)
+	return apierrors.IsNotFound(err) || (err == nil && cached.UID != known.UID)
+}
+
+// readOrCreate reads the NodeWarm past the cache, which may lag this
+// agent's own create, and creates it when missing. What an earlier run of
+// the agent reported counts as reported: an agent restart with nothing
+// changed writes nothing. A new NodeWarm has reported nothing.
+func (a *NodeAgent) readOrCreate(ctx context.Context, node *corev1.Node) (*warmv1.NodeWarm, error) {
+	nw := &warmv1.NodeWarm{}
+	err := a.APIReader.Get(ctx, types.NamespacedName{Name: a.NodeName}, nw)
+	if apierrors.IsNotFound(err) {
+		nw = &warmv1.NodeWarm{ObjectMeta: metav1.ObjectMeta{Name: a.NodeName, OwnerReferences: ownerRefs(node)}}
+		err = a.Client.Create(ctx, nw)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("getting or creating NodeWarm %q: %w", a.NodeName, err)
+	}
+	a.report.reported = nw.Status.DeepCopy()
+	if a.state.images == nil {
+		a.state = seedState(nw.Status)
+	}
+	return nw, nil
+}
+
+func ownerRefs(node *corev1.Node) []metav1.OwnerReference {
+	return []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}}
+}
+
+func ownedBy(nw *warmv1.NodeWarm, node *corev1.Node) bool {
+	for _, o := range nw.OwnerReferences {
+		if o.Kind == "Node" && o.UID == node.UID {
+			return true
+		}
+	}
+	return false
+}
+
+// seedState takes each image's state and transition time from the report
+// of an earlier run, so an agent restart does not move them.
+func seedState(st warmv1.NodeWarmStatus) agentState {
+	s := agentState{images: make(map[string]imageMemory, len(st.Images))}
+	for _, img := range st.Images {
+		s.images[img.Image] = imageMemory{state: img.State, since: img.LastTransitionTime}
+	}
+	return s
+}
+
+// maybeWrite writes status when it differs from what was last written. A
+// settled status (no pull under way) is written at once; progress is
+// written at most every ProgressInterval after the last write ended, so a
+// burst of finished pulls coalesces into one write, and a slow API server
+// gets fewer writes, not a backlog. Every write also takes a token from
+// StatusLimiter. It returns how long to wait before trying a deferred
+// write again.
+func (a *NodeAgent) maybeWrite(ctx context.Context, nw *warmv1.NodeWarm, status warmv1.NodeWarmStatus) (time.Duration, error) {
+	wait, due := a.writeDue(status, a.Clock.Now())
+	if !due {
+		return wait, nil
+	}
+	return 0, a.write(ctx, nw, status)
+}
+
+// writeDue says whether status is to be written now, or else how long to
+// wait (0: nothing to write).
+func (a *NodeAgent) writeDue(status warmv1.NodeWarmStatus, now time.Time) (time.Duration, bool) {
+	if a.report.reported != nil && sameReport(*a.report.reported, status) {
+		return 0, false
+	}
+	settled := status.Pulling == 0
+	if since := now.Sub(a.report.lastWrite); !settled && since < a.ProgressInterval {
+		nodeWarmWrites.WithLabelValues("deferred").Inc()
+		return a.ProgressInterval - since, false
+	}
+	if a.StatusLimiter != nil && !a.StatusLimiter.TryAccept() {
+		nodeWarmWrites.WithLabelValues("throttled").Inc()
+		return time.Duration(float64(time.Second) / float64(a.StatusLimiter.QPS())), false
+	}
+	return 0, true
+}
+
+func (a *NodeAgent) write(ctx context.Context, nw *warmv1.NodeWarm, status warmv1.NodeWarmStatus) error {
+	nw.Status = status
+	if err := a.Client.Status().Update(ctx, nw); err != nil {
+		nodeWarmWrites.WithLabelValues("error").Inc()
+		// Conflict (someone else wrote it) or NotFound (deleted): read it
+		// again on the next pass.
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			a.report.nodeWarm = nil
+		}
+		return fmt.Errorf("writing NodeWarm %q status: %w", a.NodeName, err)
+	}
+	nodeWarmWrites.WithLabelValues("ok").Inc()
+	a.report.reported, a.report.lastWrite = status.DeepCopy(), a.Clock.Now()
+	log.FromContext(ctx).V(1).Info("Wrote NodeWarm status", "desired", status.Desired, "present", status.Present,
+		"pulling", status.Pulling, "failed", status.Failed)
+	return nil
+}
+
+// sameReport compares two statuses, ignoring image filesystem byte counts
+// unless the fill level moved: they drift with every pull anybody makes,
+// and would otherwise cause writes that tell nobody anything.
+func sameReport(a, b warmv1.NodeWarmStatus) bool {
+	a.ImageFilesystem, b.ImageFilesystem = fsLevel(a.ImageFilesystem), fsLevel(b.ImageFilesystem)
+	return equality.Semantic.DeepEqual(a, b)
+}
+
+func fsLevel(fs *warmv1.ImageFilesystem) *warmv1.ImageFilesystem {
+	if fs == nil {
+		return nil
+	}
+	return &warmv1.ImageFilesystem{Mountpoint: fs.Mountpoint, UsedPercent: fs.UsedPercent}
+}
+
+// reportRuntimeDown marks the runtime as not answering, keeping the rest
+// of the last report.
+func (a *NodeAgent) reportRuntimeDown(ctx context.Context, nw *warmv1.NodeWarm, cause error) error {
+	status := nw.Status.DeepCopy()
+	if a.report.reported != nil {
+		status = a.report.reported.DeepCopy()
+	}
+	status.Conditions = runtimeCondition(status.Conditions, metav1.ConditionFalse, "RuntimeNotAnswering", cut(cause.Error()),
+		metav1.NewTime(a.Clock.Now()))
+	_, err := a.maybeWrite(ctx, nw, *status)
+	return err
+}

@@ -1,0 +1,419 @@
+package agent
+
+import (
+	"sort"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/pkg/pullengine"
+)
+
+// This file is every decision the agent makes. plan is a pure function:
+// Reconcile gathers its input (the desired set, the runtime's images, the
+// engine's view, the pulls that started and finished since the last pass,
+// the clock), and applies its output (pulls, the NodeWarm status, events).
+// Nothing here reads a clock, the API or the runtime, so a table of inputs
+// tells what the agent does on each (planner_test.go).
+
+// planInput is what one pass decides from.
+type planInput struct {
+	// now is the pass's time, on the same clock as the engine's results.
+	now time.Time
+	// listedAt is when the runtime's images were listed: a pull that
+	// succeeded after it is present, only not listed yet.
+	listedAt time.Time
+	// desired is what the ImageWarms matching the node ask for.
+	desired desiredSet
+	// runtime is the runtime's images, listed once at listedAt.
+	runtime imageLookup
+	// engine is the engine's view of each wanted image (by normalised
+	// reference), taken after the runtime was listed; an image it knows
+	// nothing of is absent.
+	engine map[string]pullengine.Status
+	// started and results are the pulls that started and finished since
+	// the last pass, in the order the engine reported them.
+	started []startedPull
+	results []pullengine.Result
+	// disk is the image filesystem's level.
+	disk pullengine.DiskUsage
+	// secrets is what the last pass found wrong with each pull secret it
+	// read ("" for a usable one).
+	secrets map[types.NamespacedName]string
+	// conditions are the NodeWarm's conditions as last reported.
+	conditions []metav1.Condition
+	// runtimeInfo names the container runtime, for the status.
+	runtimeInfo warmv1.RuntimeInfo
+	// resync bounds the time to the next pass.
+	resync time.Duration
+	// perImageEvents asks for the kubelet's Pulling and Pulled events.
+	perImageEvents bool
+	// state is what the previous pass remembered.
+	state agentState
+}
+
+// imageLookup finds a reference among the runtime's images.
+type imageLookup interface {
+	Lookup(ref pullengine.Reference) (pullengine.PresentImage, bool)
+}
+
+// startedPull is a pull the engine started.
+type startedPull struct {
+	key string
+	at  time.Time
+}
+
+// planOutput is what one pass does.
+type planOutput struct {
+	// pulls is every image that should be pulling now; the engine cancels
+	// the rest.
+	pulls []pullWish
+	// status is the NodeWarm status to report.
+	status warmv1.NodeWarmStatus
+	// events to record, in order.
+	events []agentEvent
+	// evictions counts wanted images that disappeared from the node.
+	evictions int
+	// next is when the next pass is due.
+	next time.Duration
+	// state is what the next pass needs to remember.
+	state agentState
+}
+
+// pullWish is one image to pull, with the secrets to pull it with.
+type pullWish struct {
+	request pullengine.Request
+	secrets []types.NamespacedName
+}
+
+// agentState is what the agent remembers between passes. All of it can be
+// lost (an agent restart): the next pass rebuilds it from the runtime and
+// the engine, at worst missing an eviction or repeating an event.
+type agentState struct {
+	// images is each wanted image's memory, by normalised reference.
+	images map[string]imageMemory
+	// secrets is the problem last reported per pull secret, so each is
+	// reported once.
+	secrets map[types.NamespacedName]string
+	// warming tallies, per ImageWarm, the pulls done for it since its
+	// last Warmed event.
+	warming map[types.NamespacedName]warmProgress
+}
+
+// imageMemory is what the agent remembers of one wanted image.
+type imageMemory struct {
+	// state and since are the image's reported state and when it began.
+	state warmv1.ImageState
+	since metav1.Time
+	// seen is set once the image was present: its disappearance is then
+	// an eviction, not an image never pulled.
+	seen bool
+	// failures counts failed pulls since the last success.
+	failures int32
+	// failed is the last pull's failure, until a pull succeeds. The image
+	// is not present meanwhile, even when the runtime lists it: a pull that
+	// fails late (an artifact that cannot be unpacked) can leave the image
+	// record behind, and a warm that cannot run anything is not done.
+	failed *pullengine.Result
+	// pulled is the last successful pull taken in.
+	pulled *pullengine.Result
+	// taken is when the last result taken in finished; an engine result
+	// that finished later has not reached the agent yet.
+	taken time.Time
+	// refreshedAt is when the image was last pulled or first seen present,
+	// for pullPolicy Always.
+	refreshedAt time.Time
+}
+
+// warmProgress is what was pulled for one ImageWarm since its last Warmed
+// event.
+type warmProgress struct {
+	started time.Time
+	pulled  int
+	bytes   uint64
+}
+
+// Retry intervals of the decisions below.
+const (
+	// secretRetry is how soon a pass comes back while an image fails for
+	// want of credentials: Secrets are not watched, so a fixed one is
+	// noticed here, and its new credentials skip the old back-off.
+	secretRetry = 15 * time.Second
+	// diskRetry is how soon a pass comes back while the disk is too full.
+	diskRetry = 10 * time.Second
+	// minPass is the least time between two timed passes.
+	minPass = 100 * time.Millisecond
+)
+
+// plan decides one pass.
+func plan(in planInput) planOutput {
+	p := &planner{in: in, out: planOutput{next: in.resync}}
+	p.out.state = agentState{
+		images:  make(map[string]imageMemory, len(in.desired.images)),
+		secrets: map[types.NamespacedName]string{},
+		warming: map[types.NamespacedName]warmProgress{},
+	}
+	for key := range in.desired.images {
+		p.out.state.images[key] = in.state.images[key]
+	}
+	for nn, t := range in.state.warming {
+		if in.desired.objects[nn] != nil {
+			p.out.state.warming[nn] = t
+		}
+	}
+	p.takeStarted()
+	p.takeResults()
+	var st warmv1.NodeWarmStatus
+	complete := map[types.NamespacedName]bool{}
+	for nn := range p.out.state.warming {
+		complete[nn] = true
+	}
+	for _, key := range in.desired.sortedKeys() {
+		img, done := p.image(key, in.desired.images[key])
+		st.Images = append(st.Images, img)
+		for _, nn := range in.desired.images[key].warms {
+			complete[nn] = complete[nn] && done
+		}
+	}
+	p.warmed(complete)
+	p.secretEvents()
+	p.out.status = p.finishStatus(st)
+	p.out.next = max(p.out.next, minPass)
+	return p.out
+}
+
+// planner holds one pass's work.
+type planner struct {
+	in  planInput
+	out planOutput
+}
+
+// takeStarted notes when each ImageWarm's warming began.
+func (p *planner) takeStarted() {
+	for _, s := range p.in.started {
+		w := p.in.desired.images[s.key]
+		if w == nil {
+			continue
+		}
+		p.tally(w, func(t *warmProgress) {
+			if t.started.IsZero() {
+				t.started = s.at
+			}
+		})
+		if p.in.perImageEvents {
+			p.event(eventPulling(w))
+		}
+	}
+}
+
+// takeResults folds finished pulls into each image's memory.
+func (p *planner) takeResults() {
+	for i := range p.in.results {
+		res := p.in.results[i]
+		w := p.in.desired.images[res.Ref]
+		if w == nil {
+			continue // no longer wanted: nobody to tell
+		}
+		m := p.out.state.images[res.Ref]
+		m.taken = res.Finished
+		switch {
+		case res.Class == pullengine.ClassCanceled:
+		case res.Succeeded():
+			m.failures, m.failed, m.pulled, m.refreshedAt = 0, nil, &res, res.Finished
+			p.tally(w, func(t *warmProgress) {
+				if t.started.IsZero() {
+					t.started = res.Finished.Add(-res.Duration)
+				}
+				t.pulled++
+				t.bytes += res.Size
+			})
+			if p.in.perImageEvents {
+				p.event(eventPulled(w, res))
+			}
+		default:
+			m.failures++
+			m.failed = &res
+			p.event(eventFailed(w, res))
+		}
+		p.out.state.images[res.Ref] = m
+	}
+}
+
+// tally applies f to the progress of every ImageWarm that wants w.
+func (p *planner) tally(w *wantedImage, f func(*warmProgress)) {
+	for _, nn := range w.warms {
+		t := p.out.state.warming[nn]
+		f(&t)
+		p.out.state.warming[nn] = t
+	}
+}
+
+// image decides one wanted image: whether it is present, whether to pull
+// it, its reported state, and whether it counts as done for its
+// ImageWarms' Warmed events (present, with no pull of it unaccounted for).
+func (p *planner) image(key string, w *wantedImage) (warmv1.NodeImage, bool) {
+	m := p.out.state.images[key]
+	eng, known := p.in.engine[key]
+	inFlight := known && (eng.State == pullengine.StateQueued || eng.State == pullengine.StatePulling)
+	// A result the engine holds that finished after the last one taken in
+	// is on its way to the agent: its outcome counts now, its tally when
+	// it arrives.
+	pending := known && eng.Last != nil && eng.Last.Finished.After(m.taken) && eng.Last.Class != pullengine.ClassCanceled
+	fresh, failed := m.pulled, m.failed
+	if pending && eng.Last.Succeeded() {
+		fresh, failed = eng.Last, nil
+	} else if pending {
+		failed = eng.Last
+	}
+	if fresh != nil && !fresh.Finished.After(p.in.listedAt) {
+		fresh = nil // listed since: the runtime's record is the newer
+	}
+	pi, listed := p.in.runtime.Lookup(w.ref)
+	present := fresh != nil || (listed && failed == nil && (!inFlight || m.seen))
+
+	if m.seen && !listed && fresh == nil {
+		m.seen, m.refreshedAt = false, time.Time{}
+		p.out.evictions++
+		p.event(eventEvicted(w))
+	}
+	if present {
+		m.seen = true
+		if m.refreshedAt.IsZero() {
+			m.refreshedAt = p.in.now // first seen present: refreshed now
+		}
+	}
+	refreshDue := w.refresh > 0 && present && p.in.now.Sub(m.refreshedAt) >= w.refresh
+	wanted := !w.suspended && (!present || inFlight || refreshDue)
+	diskHeld := wanted && !inFlight && p.in.disk.Pressure
+	if wanted && !diskHeld {
+		p.out.pulls = append(p.out.pulls, pullWish{
+			request: pullengine.Request{Image: w.image, Priority: w.priority, Timeout: w.timeout},
+			secrets: w.secrets,
+		})
+	}
+
+	img := warmv1.NodeImage{Image: key, RequestedBy: requestedBy(w), Attempts: m.failures}
+	switch {
+	case present && listed:
+		img.State, img.ImageID, img.Digest, img.SizeBytes = warmv1.ImagePresent, pi.ID, digestOnly(pi.RepoDigest), int64(pi.Size)
+	case present:
+		img.State, img.ImageID, img.Digest, img.SizeBytes = warmv1.ImagePresent, fresh.ImageRef, digestOnly(fresh.Digest), int64(fresh.Size)
+	case w.suspended:
+		img.State = warmv1.ImageSkipped
+	case diskHeld:
+		img.State, img.Reason, img.Message = warmv1.ImageFailed, string(pullengine.ClassDiskPressure), cut(diskMessage(p.in.disk))
+		p.soon(diskRetry)
+	case inFlight:
+		img.State = engineState(eng.State)
+	case known && eng.State == pullengine.StateBackOff && failed != nil:
+		img.State, img.Reason, img.Message = warmv1.ImageBackOff, string(failed.Class), cut(failed.Message)
+		p.soon(eng.RetryAt.Sub(p.in.now))
+		if failed.Class == pullengine.ClassUnauthorized && len(w.secrets) > 0 {
+			p.soon(secretRetry)
+		}
+	default:
+		img.State = warmv1.ImageQueued // asked for in this pass
+	}
+	if img.State == warmv1.ImagePresent {
+		img.Attempts = 0
+	}
+	if img.State == warmv1.ImageBackOff && m.state != warmv1.ImageBackOff {
+		p.event(eventBackOff(w))
+	}
+	if img.State != m.state || m.since.IsZero() {
+		m.state, m.since = img.State, metav1.NewTime(p.in.now)
+	}
+	img.LastTransitionTime = m.since
+	p.out.state.images[key] = m
+	return img, present && !inFlight && !pending
+}
+
+// soon brings the next pass forward to at most d from now.
+func (p *planner) soon(d time.Duration) {
+	if d < p.out.next {
+		p.out.next = d
+	}
+}
+
+// warmed records Warmed on each ImageWarm that pulled something and now has
+// every image it wants on this node present, with every pull accounted
+// for: a Warmed event sent while a result was still on its way would
+// count short, and that result would start a second count.
+func (p *planner) warmed(complete map[types.NamespacedName]bool) {
+	for nn, t := range p.out.state.warming {
+		if !complete[nn] {
+			continue
+		}
+		if t.pulled > 0 {
+			p.event(eventWarmed(nn, t, p.in.now))
+		}
+		delete(p.out.state.warming, nn)
+	}
+}
+
+// secretEvents reports, once per secret and problem, a pull secret that
+// cannot be used, on the ImageWarms of its namespace that name it.
+func (p *planner) secretEvents() {
+	for nn, problem := range p.in.state.secrets {
+		if fixed, read := p.in.secrets[nn]; !read || fixed != "" {
+			p.out.state.secrets[nn] = problem // not read in the last pass, or still bad
+		}
+	}
+	for _, key := range p.in.desired.sortedKeys() {
+		w := p.in.desired.images[key]
+		for _, sec := range w.secrets {
+			problem := p.in.secrets[sec]
+			if problem == "" || p.out.state.secrets[sec] == problem {
+				continue
+			}
+			p.out.state.secrets[sec] = problem
+			var subjects []types.NamespacedName
+			for _, nn := range w.warms {
+				if nn.Namespace == sec.Namespace {
+					subjects = append(subjects, nn)
+				}
+			}
+			p.event(eventBadSecret(subjects, sec, problem))
+		}
+	}
+}
+
+// finishStatus completes the NodeWarm status around the images.
+func (p *planner) finishStatus(st warmv1.NodeWarmStatus) warmv1.NodeWarmStatus {
+	now := metav1.NewTime(p.in.now)
+	st.Warms = p.in.desired.warms
+	for _, bad := range p.in.desired.invalid {
+		img := warmv1.NodeImage{Image: bad.image, State: warmv1.ImageFailed, Reason: string(pullengine.ClassInvalidImageName),
+			Message: cut(bad.err.Error()), LastTransitionTime: now, RequestedBy: []string{bad.warm.String()}}
+		if m, ok := p.in.state.images[invalidKey(bad.image)]; ok && m.state == img.State {
+			img.LastTransitionTime = m.since
+		}
+		p.out.state.images[invalidKey(bad.image)] = imageMemory{state: img.State, since: img.LastTransitionTime}
+		st.Images = append(st.Images, img)
+	}
+	sort.Slice(st.Images, func(i, j int) bool { return st.Images[i].Image < st.Images[j].Image })
+	if len(st.Images) > warmv1.MaxNodeImages {
+		st.Images = st.Images[:warmv1.MaxNodeImages]
+	}
+	if len(st.Warms) > maxWarms {
+		st.Warms = st.Warms[:maxWarms]
+	}
+	count(&st)
+	st.Runtime = p.in.runtimeInfo
+	st.ImageFilesystem = imageFilesystem(p.in.disk)
+	st.Conditions = runtimeCondition(p.in.conditions, metav1.ConditionTrue, "RuntimeAnswering", "The container runtime answers CRI calls", now)
+	st.Conditions = diskCondition(st.Conditions, p.in.disk, now)
+	return st
+}
+
+// maxWarms bounds NodeWarmStatus.Warms, as the API does.
+const maxWarms = 1024
+
+// invalidKey keeps an invalid spec entry's memory apart from every
+// normalised reference.
+func invalidKey(image string) string { return "invalid " + image }
+
+// event queues an event.
+func (p *planner) event(e agentEvent) { p.out.events = append(p.out.events, e) }

@@ -1,0 +1,181 @@
+package agent
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/pkg/pullengine"
+)
+
+// planBytes hands out fuzz input a few bits at a time; past the end it
+// gives zeros.
+type planBytes []byte
+
+func (b *planBytes) next(n int) int {
+	if len(*b) == 0 {
+		return 0
+	}
+	v := int((*b)[0]) % n
+	*b = (*b)[1:]
+	return v
+}
+
+var fuzzImages = []string{imgA, imgB, "registry.test/team/c:v1", "registry.test/team/d@sha256:" +
+	"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}
+
+// fuzzInput builds a pass's input: three ImageWarms over four images, and
+// for each image a runtime listing, an engine state, results and memory
+// chosen by the data.
+func fuzzInput(data []byte) planInput {
+	b := planBytes(data)
+	var warms []warmv1.ImageWarm
+	for i := range 3 {
+		var imgs []string
+		for _, img := range fuzzImages {
+			if b.next(2) == 1 {
+				imgs = append(imgs, img)
+			}
+		}
+		iw := warm("ns", fmt.Sprintf("w%d", i), nil, imgs...)
+		iw.Spec.Suspend = b.next(4) == 0
+		if b.next(3) == 0 {
+			iw.Spec.PullPolicy = warmv1.PullAlways
+		}
+		warms = append(warms, iw)
+	}
+	in := input(warms...)
+	in.disk.Pressure = b.next(5) == 0
+	in.state = agentState{images: map[string]imageMemory{}, warming: map[types.NamespacedName]warmProgress{}}
+	runtime := runtimeImages{}
+	for _, img := range fuzzImages {
+		fuzzImage(&b, &in, runtime, img)
+	}
+	in.runtime = runtime
+	return in
+}
+
+// fuzzImage fills in one image's part of the input.
+func fuzzImage(b *planBytes, in *planInput, runtime runtimeImages, img string) {
+	ref, _ := pullengine.ParseReference(img)
+	key := ref.String()
+	if b.next(2) == 1 {
+		runtime[key] = pullengine.PresentImage{ID: "sha256:id", Size: 1}
+	}
+	at := t0.Add(time.Duration(b.next(5)-2) * time.Second)
+	var last *pullengine.Result
+	switch b.next(4) {
+	case 1:
+		r := pulled(key, at)
+		last = &r
+	case 2:
+		r := failedPull(key, pullengine.ClassNotFound, at)
+		last = &r
+	}
+	states := []pullengine.State{"", pullengine.StateQueued, pullengine.StatePulling, pullengine.StateBackOff, pullengine.StatePulled}
+	if s := states[b.next(len(states))]; s != "" {
+		in.engine[key] = pullengine.Status{Image: key, Ref: key, State: s, Last: last, RetryAt: at.Add(10 * time.Second)}
+	}
+	if last != nil && b.next(2) == 1 {
+		in.results = append(in.results, *last)
+	}
+	m := imageMemory{seen: b.next(2) == 1, failures: int32(b.next(3))}
+	if m.failures > 0 {
+		r := failedPull(key, pullengine.ClassNotFound, t0.Add(-time.Minute))
+		m.failed = &r
+	}
+	in.state.images[key] = m
+}
+
+// FuzzPlan checks the planner's promises on any input: no image is
+// reported present while a failure is its last word, pulls go only to
+// wanted, active images, Warmed goes only to ImageWarms whose images are
+// all present, and the next pass is within bounds.
+func FuzzPlan(f *testing.F) {
+	f.Add([]byte{1, 1, 1, 1, 0, 1, 0, 1, 1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
+	f.Add([]byte{255, 0, 255, 0, 17, 42, 3, 3, 3, 3, 1, 1, 1, 2, 2, 2})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		in := fuzzInput(data)
+		out := plan(in)
+		checkPulls(t, in, out)
+		checkPresence(t, in, out)
+		checkWarmed(t, in, out)
+		if out.next < minPass || out.next > in.resync {
+			t.Errorf("next pass in %v, want within [%v, %v]", out.next, minPass, in.resync)
+		}
+		if n := len(in.desired.images) + len(in.desired.invalid); len(out.status.Images) != n || int(out.status.Desired) != n {
+			t.Errorf("%d images reported (desired %d), want %d", len(out.status.Images), out.status.Desired, n)
+		}
+	})
+}
+
+func checkPulls(t *testing.T, in planInput, out planOutput) {
+	seen := map[string]bool{}
+	for _, p := range out.pulls {
+		w := in.desired.images[p.request.Image]
+		if w == nil || w.suspended || seen[p.request.Image] {
+			t.Errorf("pull of %s: unwanted, suspended or twice", p.request.Image)
+		}
+		seen[p.request.Image] = true
+	}
+}
+
+// checkPresence: Present needs a success newer than the listing, or a
+// listing with no failure after the last success.
+func checkPresence(t *testing.T, in planInput, out planOutput) {
+	for _, img := range out.status.Images {
+		if img.State != warmv1.ImagePresent {
+			continue
+		}
+		var lastSuccess, lastFailure time.Time
+		for _, r := range in.results {
+			if r.Ref == img.Image && r.Succeeded() {
+				lastSuccess = r.Finished
+			} else if r.Ref == img.Image {
+				lastFailure = r.Finished
+			}
+		}
+		if s, ok := in.engine[img.Image]; ok && s.Last != nil && s.Last.Succeeded() {
+			lastSuccess = later(lastSuccess, s.Last.Finished)
+		} else if ok && s.Last != nil {
+			lastFailure = later(lastFailure, s.Last.Finished)
+		}
+		if m := in.state.images[img.Image]; m.failed != nil {
+			lastFailure = later(lastFailure, m.failed.Finished)
+		}
+		_, listed := in.runtime.(runtimeImages)[img.Image]
+		if lastSuccess.After(in.listedAt) || (listed && !lastFailure.After(lastSuccess)) {
+			continue
+		}
+		t.Errorf("%s reported Present: listed %v, last success %v, last failure %v", img.Image, listed, lastSuccess, lastFailure)
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+func checkWarmed(t *testing.T, in planInput, out planOutput) {
+	state := map[string]warmv1.ImageState{}
+	for _, img := range out.status.Images {
+		state[img.Image] = img.State
+	}
+	for _, e := range out.events {
+		if e.reason != ReasonWarmed {
+			continue
+		}
+		for key, w := range in.desired.images {
+			for _, nn := range w.warms {
+				if nn == e.subjects[0] && state[key] != warmv1.ImagePresent {
+					t.Errorf("Warmed on %s while %s is %s", nn, key, state[key])
+				}
+			}
+		}
+	}
+}

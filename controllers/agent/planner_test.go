@@ -1,0 +1,450 @@
+package agent
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/pkg/pullengine"
+)
+
+// The planner's decisions, one input per case. Images are named fully so
+// that the normalised reference is the name written.
+const (
+	imgA = "registry.test/team/a:v1"
+	imgB = "registry.test/team/b:v1"
+)
+
+var t0 = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+
+// runtimeImages is the runtime's image list, by normalised reference.
+type runtimeImages map[string]pullengine.PresentImage
+
+func (r runtimeImages) Lookup(ref pullengine.Reference) (pullengine.PresentImage, bool) {
+	pi, ok := r[ref.String()]
+	return pi, ok
+}
+
+func listed(keys ...string) runtimeImages {
+	r := runtimeImages{}
+	for _, k := range keys {
+		r[k] = pullengine.PresentImage{ID: "sha256:id-" + k, RepoDigest: k + "@sha256:d", Size: 1 << 20}
+	}
+	return r
+}
+
+// input makes a pass's input for a node wanting the ImageWarms' images,
+// with the pass at t0 and the runtime listed just before.
+func input(warms ...warmv1.ImageWarm) planInput {
+	d, _ := desiredImages(nil, warms)
+	return planInput{
+		now: t0, listedAt: t0.Add(-time.Millisecond), desired: d, runtime: runtimeImages{},
+		engine: map[string]pullengine.Status{}, resync: time.Minute,
+		disk: pullengine.DiskUsage{Known: true, Mountpoint: "/var/lib/containerd", Percent: 40, ThresholdPercent: 80},
+	}
+}
+
+func pulled(key string, finished time.Time) pullengine.Result {
+	return pullengine.Result{Image: key, Ref: key, ImageRef: "sha256:id-" + key, Size: 1 << 20, Duration: time.Second, Finished: finished}
+}
+
+func failedPull(key string, class pullengine.Class, finished time.Time) pullengine.Result {
+	return pullengine.Result{Image: key, Ref: key, Class: class, Message: "registry said no", Attempts: 1,
+		Finished: finished, RetryAt: finished.Add(10 * time.Second)}
+}
+
+func backingOff(res pullengine.Result) pullengine.Status {
+	return pullengine.Status{Image: res.Image, Ref: res.Ref, State: pullengine.StateBackOff, RetryAt: res.RetryAt, Last: &res}
+}
+
+func memory(m imageMemory) agentState {
+	return agentState{images: map[string]imageMemory{imgA: m}}
+}
+
+// planCase is one decision: an input, and what must come out.
+type planCase struct {
+	name  string
+	in    func() planInput
+	pulls []string // images to pull, in order
+	state map[string]warmv1.ImageState
+	// events are "Reason image" for image events, "Reason" for others.
+	events []string
+	check  func(t *testing.T, out planOutput)
+}
+
+func TestPlan(t *testing.T) {
+	one := warm("ns", "one", nil, imgA)
+	two := warm("ns", "two", nil, imgA, imgB)
+	always := warm("ns", "always", nil, imgA)
+	always.Spec.PullPolicy = warmv1.PullAlways
+	always.Spec.RefreshInterval = &metav1.Duration{Duration: time.Hour}
+	paused := warm("ns", "paused", nil, imgA)
+	paused.Spec.Suspend = true
+	private := warm("ns", "private", nil, imgA)
+	private.Spec.ImagePullSecrets = []warmv1.SecretReference{{Name: "regcred"}}
+	regcred := types.NamespacedName{Namespace: "ns", Name: "regcred"}
+
+	cases := []planCase{{
+		name:  "missing: pulled, queued",
+		in:    func() planInput { return input(one) },
+		pulls: []string{imgA},
+		state: map[string]warmv1.ImageState{imgA: warmv1.ImageQueued},
+	}, {
+		name: "present: left alone, and remembered as seen",
+		in: func() planInput {
+			in := input(one)
+			in.runtime = listed(imgA)
+			return in
+		},
+		state: map[string]warmv1.ImageState{imgA: warmv1.ImagePresent},
+		check: func(t *testing.T, out planOutput) {
+			if !out.state.images[imgA].seen {
+				t.Error("a present image is not remembered as seen")
+			}
+		},
+	}, {
+		name: "evicted: seen before, gone now: an event, and pulled again",
+		in: func() planInput {
+			in := input(one)
+			in.state = memory(imageMemory{seen: true, state: warmv1.ImagePresent})
+			return in
+		},
+		pulls:  []string{imgA},
+		state:  map[string]warmv1.ImageState{imgA: warmv1.ImageQueued},
+		events: []string{"Evicted " + imgA},
+		check: func(t *testing.T, out planOutput) {
+			if out.evictions != 1 {
+				t.Errorf("%d evictions, want 1", out.evictions)
+			}
+		},
+	}, {
+		name: "refreshed: pullPolicy Always pulls a present image again once the interval has passed",
+		in: func() planInput {
+			in := input(always)
+			in.runtime = listed(imgA)
+			in.state = memory(imageMemory{seen: true, state: warmv1.ImagePresent, refreshedAt: t0.Add(-61 * time.Minute)})
+			return in
+		},
+		pulls: []string{imgA},
+		state: map[string]warmv1.ImageState{imgA: warmv1.ImagePresent},
+	}, {
+		name: "not yet due: pullPolicy Always leaves a freshly pulled image alone",
+		in: func() planInput {
+			in := input(always)
+			in.runtime = listed(imgA)
+			in.state = memory(imageMemory{seen: true, state: warmv1.ImagePresent, refreshedAt: t0.Add(-59 * time.Minute)})
+			return in
+		},
+		state: map[string]warmv1.ImageState{imgA: warmv1.ImagePresent},
+	}, {
+		name: "failed: an event, a count, back-off with its reason, and the next pass when it ends",
+		in: func() planInput {
+			in := input(one)
+			res := failedPull(imgA, pullengine.ClassNotFound, t0.Add(-time.Second))
+			in.results = []pullengine.Result{res}
+			in.engine[imgA] = backingOff(res)
+			in.state = memory(imageMemory{state: warmv1.ImagePulling})
+			return in
+		},
+		pulls:  []string{imgA},
+		state:  map[string]warmv1.ImageState{imgA: warmv1.ImageBackOff},
+		events: []string{"Failed " + imgA, "BackOff " + imgA},
+		check: func(t *testing.T, out planOutput) {
+			img := out.status.Images[0]
+			if img.Reason != "NotFound" || img.Attempts != 1 || !strings.Contains(img.Message, "registry said no") {
+				t.Errorf("status %+v: want reason NotFound, 1 attempt and the message", img)
+			}
+			if out.next != 9*time.Second {
+				t.Errorf("next pass in %v, want 9s (when the back-off ends)", out.next)
+			}
+		},
+	}, {
+		name: "backing off: no second BackOff event while it lasts",
+		in: func() planInput {
+			in := input(one)
+			res := failedPull(imgA, pullengine.ClassNotFound, t0.Add(-5*time.Second))
+			in.engine[imgA] = backingOff(res)
+			in.state = memory(imageMemory{state: warmv1.ImageBackOff, failures: 1, failed: &res, taken: res.Finished})
+			return in
+		},
+		pulls: []string{imgA},
+		state: map[string]warmv1.ImageState{imgA: warmv1.ImageBackOff},
+	}, {
+		name: "failed but listed: a pull that failed late left the image record; still not present",
+		in: func() planInput {
+			in := input(one)
+			res := failedPull(imgA, pullengine.ClassErrImagePull, t0.Add(-time.Second))
+			in.results = []pullengine.Result{res}
+			in.engine[imgA] = backingOff(res)
+			in.runtime = listed(imgA)
+			return in
+		},
+		pulls:  []string{imgA},
+		state:  map[string]warmv1.ImageState{imgA: warmv1.ImageBackOff},
+		events: []string{"Failed " + imgA, "BackOff " + imgA},
+	}, {
+		name: "failed but listed, the failure not yet reported: not present either",
+		in: func() planInput {
+			in := input(one)
+			res := failedPull(imgA, pullengine.ClassErrImagePull, t0.Add(-time.Second))
+			in.engine[imgA] = backingOff(res)
+			in.runtime = listed(imgA)
+			return in
+		},
+		pulls: []string{imgA},
+		state: map[string]warmv1.ImageState{imgA: warmv1.ImageBackOff},
+		// The Failed event comes with the result, on the next pass.
+		events: []string{"BackOff " + imgA},
+	}, {
+		name: "failed, then pulled: present again, attempts cleared",
+		in: func() planInput {
+			in := input(one)
+			res := failedPull(imgA, pullengine.ClassNotFound, t0.Add(-time.Minute))
+			in.state = memory(imageMemory{state: warmv1.ImageBackOff, failures: 3, failed: &res, taken: res.Finished})
+			in.results = []pullengine.Result{pulled(imgA, t0.Add(-time.Second))}
+			in.runtime = listed(imgA)
+			return in
+		},
+		state:  map[string]warmv1.ImageState{imgA: warmv1.ImagePresent},
+		events: []string{ReasonWarmed},
+		check: func(t *testing.T, out planOutput) {
+			if m := out.state.images[imgA]; m.failures != 0 || m.failed != nil {
+				t.Errorf("memory %+v: want failures cleared", m)
+			}
+		},
+	}, {
+		name: "listed before its first pull returns: pulling, not present",
+		in: func() planInput {
+			in := input(one)
+			in.engine[imgA] = pullengine.Status{Image: imgA, Ref: imgA, State: pullengine.StatePulling}
+			in.runtime = listed(imgA)
+			return in
+		},
+		pulls: []string{imgA},
+		state: map[string]warmv1.ImageState{imgA: warmv1.ImagePulling},
+	}, {
+		name: "pulled after the listing: present, and not pulled again",
+		in: func() planInput {
+			in := input(one)
+			res := pulled(imgA, t0)
+			in.engine[imgA] = pullengine.Status{Image: imgA, Ref: imgA, State: pullengine.StatePulled, Last: &res}
+			return in
+		},
+		state: map[string]warmv1.ImageState{imgA: warmv1.ImagePresent},
+		check: func(t *testing.T, out planOutput) {
+			if img := out.status.Images[0]; img.ImageID != "sha256:id-"+imgA {
+				t.Errorf("image ID %q: want the pull's", img.ImageID)
+			}
+		},
+	}, {
+		name: "bad secret: reported once per problem",
+		in: func() planInput {
+			in := input(private)
+			in.secrets = map[types.NamespacedName]string{regcred: `pull secret "regcred" not found in namespace "ns"`}
+			return in
+		},
+		pulls:  []string{imgA},
+		state:  map[string]warmv1.ImageState{imgA: warmv1.ImageQueued},
+		events: []string{"InvalidPullSecret"},
+		check: func(t *testing.T, out planOutput) {
+			in := input(private)
+			in.secrets = map[types.NamespacedName]string{regcred: `pull secret "regcred" not found in namespace "ns"`}
+			in.state = out.state
+			if again := plan(in); len(again.events) != 0 {
+				t.Errorf("the same problem reported again: %v", eventNames(again.events))
+			}
+			in.secrets = map[types.NamespacedName]string{regcred: ""}
+			fixed := plan(in)
+			in.state = fixed.state
+			in.secrets = map[types.NamespacedName]string{regcred: "broken again"}
+			if again := plan(in); len(again.events) != 1 {
+				t.Errorf("a new problem after a fix: %v, want one event", eventNames(again.events))
+			}
+		},
+	}, {
+		name: "disk full: no new pull, failed with the reason; a running pull goes on",
+		in: func() planInput {
+			in := input(two)
+			in.disk = pullengine.DiskUsage{Known: true, Pressure: true, Mountpoint: "/var/lib/containerd", Percent: 95, ThresholdPercent: 80}
+			in.engine[imgB] = pullengine.Status{Image: imgB, Ref: imgB, State: pullengine.StatePulling}
+			return in
+		},
+		pulls: []string{imgB},
+		state: map[string]warmv1.ImageState{imgA: warmv1.ImageFailed, imgB: warmv1.ImagePulling},
+		check: func(t *testing.T, out planOutput) {
+			if img := out.status.Images[0]; img.Reason != "DiskPressure" || !strings.Contains(img.Message, "95% full") {
+				t.Errorf("status %+v: want DiskPressure and the level", img)
+			}
+			if out.next != diskRetry {
+				t.Errorf("next pass in %v, want %v", out.next, diskRetry)
+			}
+		},
+	}, {
+		name: "cancelled: nothing to tell",
+		in: func() planInput {
+			in := input(one)
+			in.results = []pullengine.Result{{Image: imgA, Ref: imgA, Class: pullengine.ClassCanceled, Finished: t0}}
+			return in
+		},
+		pulls: []string{imgA},
+		state: map[string]warmv1.ImageState{imgA: warmv1.ImageQueued},
+	}, {
+		name: "unwanted: forgotten, not pulled, its results dropped",
+		in: func() planInput {
+			in := input()
+			in.state = memory(imageMemory{seen: true, state: warmv1.ImagePresent})
+			in.results = []pullengine.Result{failedPull(imgA, pullengine.ClassNotFound, t0)}
+			return in
+		},
+		check: func(t *testing.T, out planOutput) {
+			if len(out.state.images) != 0 || len(out.status.Images) != 0 {
+				t.Errorf("an unwanted image is still remembered or reported")
+			}
+		},
+	}, {
+		name:  "suspended: skipped, not pulled",
+		in:    func() planInput { return input(paused) },
+		state: map[string]warmv1.ImageState{imgA: warmv1.ImageSkipped},
+	}, {
+		name: "unauthorized with a pull secret: the next pass soon, to try a fixed secret",
+		in: func() planInput {
+			in := input(private)
+			res := failedPull(imgA, pullengine.ClassUnauthorized, t0)
+			res.RetryAt = t0.Add(5 * time.Minute)
+			in.engine[imgA] = backingOff(res)
+			in.state = memory(imageMemory{state: warmv1.ImageBackOff, failures: 4, failed: &res, taken: t0})
+			return in
+		},
+		pulls: []string{imgA},
+		state: map[string]warmv1.ImageState{imgA: warmv1.ImageBackOff},
+		check: func(t *testing.T, out planOutput) {
+			if out.next != secretRetry {
+				t.Errorf("next pass in %v, want %v", out.next, secretRetry)
+			}
+		},
+	}}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out := plan(c.in())
+			checkPlan(t, c, out)
+		})
+	}
+}
+
+func checkPlan(t *testing.T, c planCase, out planOutput) {
+	t.Helper()
+	var pulls []string
+	for _, p := range out.pulls {
+		pulls = append(pulls, p.request.Image)
+	}
+	if !slices.Equal(pulls, c.pulls) {
+		t.Errorf("pulls %q, want %q", pulls, c.pulls)
+	}
+	for _, img := range out.status.Images {
+		if want, ok := c.state[img.Image]; ok && img.State != want {
+			t.Errorf("%s: state %s, want %s", img.Image, img.State, want)
+		}
+	}
+	if got := eventNames(out.events); !slices.Equal(got, c.events) {
+		t.Errorf("events %q, want %q", got, c.events)
+	}
+	if c.check != nil {
+		c.check(t, out)
+	}
+}
+
+// eventNames names events as "Reason image" (image events) or "Reason".
+func eventNames(events []agentEvent) []string {
+	var out []string
+	for _, e := range events {
+		name := e.reason
+		if img, ok := strings.CutPrefix(e.action, ActionPull+" "); ok {
+			name += " " + img
+		}
+		out = append(out, name)
+	}
+	return out
+}
+
+// TestPlanWarmedOnce forces the interleaving that sent two Warmed events
+// each saying "pulled 1": the runtime lists both images of an ImageWarm
+// while the engine's result for the second has not reached the agent.
+// One Warmed event must follow, counting both pulls.
+func TestPlanWarmedOnce(t *testing.T) {
+	two := warm("ns", "two", nil, imgA, imgB)
+	resA, resB := pulled(imgA, t0.Add(-2*time.Second)), pulled(imgB, t0.Add(-time.Second))
+
+	// Pass 1: A's result is in; B's pull has ended in the engine, but its
+	// report is still on its way. Both are listed.
+	in := input(two)
+	in.started = []startedPull{{key: imgA, at: t0.Add(-3 * time.Second)}, {key: imgB, at: t0.Add(-3 * time.Second)}}
+	in.results = []pullengine.Result{resA}
+	in.engine[imgB] = pullengine.Status{Image: imgB, Ref: imgB, State: pullengine.StatePulled, Last: &resB}
+	in.runtime = listed(imgA, imgB)
+	first := plan(in)
+	if got := eventNames(first.events); len(got) != 0 {
+		t.Fatalf("pass 1 events %q: Warmed before every result is in", got)
+	}
+	for _, img := range first.status.Images {
+		if img.State != warmv1.ImagePresent {
+			t.Errorf("pass 1: %s is %s, want Present", img.Image, img.State)
+		}
+	}
+
+	// Pass 2: B's report arrives.
+	in = input(two)
+	in.now = t0.Add(10 * time.Millisecond)
+	in.state = first.state
+	in.results = []pullengine.Result{resB}
+	in.runtime = listed(imgA, imgB)
+	second := plan(in)
+	if got := eventNames(second.events); !slices.Equal(got, []string{ReasonWarmed}) {
+		t.Fatalf("pass 2 events %q, want one Warmed", got)
+	}
+	if note := second.events[0].note; !strings.Contains(note, "pulled 2 (2097152 bytes)") {
+		t.Errorf("Warmed says %q, want both pulls counted", note)
+	}
+
+	// Pass 3: nothing new: nothing said.
+	in.state, in.results = second.state, nil
+	if got := eventNames(plan(in).events); len(got) != 0 {
+		t.Errorf("pass 3 events %q, want none", got)
+	}
+}
+
+// TestPlanTransitionTimes checks that a state's transition time is when it
+// began, not when it was last seen.
+func TestPlanTransitionTimes(t *testing.T) {
+	in := input(warm("ns", "one", nil, imgA))
+	first := plan(in)
+	in.state, in.now = first.state, t0.Add(time.Minute)
+	second := plan(in)
+	if got := second.status.Images[0].LastTransitionTime.Time; !got.Equal(t0) {
+		t.Errorf("Queued since %v, want %v", got, t0)
+	}
+	in.state, in.now, in.runtime = second.state, t0.Add(2*time.Minute), listed(imgA)
+	third := plan(in)
+	if got := third.status.Images[0].LastTransitionTime.Time; !got.Equal(t0.Add(2 * time.Minute)) {
+		t.Errorf("Present since %v, want %v", got, t0.Add(2*time.Minute))
+	}
+}
+
+// TestPlanInvalid checks that an image that does not parse is reported
+// failed, beside the others.
+func TestPlanInvalid(t *testing.T) {
+	out := plan(input(warm("ns", "bad", nil, imgA, "Not A Valid:Ref")))
+	var reasons []string
+	for _, img := range out.status.Images {
+		reasons = append(reasons, fmt.Sprintf("%s %s %s", img.Image, img.State, img.Reason))
+	}
+	want := []string{"Not A Valid:Ref Failed InvalidImageName", imgA + " Queued "}
+	if !slices.Equal(reasons, want) {
+		t.Errorf("images %q, want %q", reasons, want)
+	}
+}

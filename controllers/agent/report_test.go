@@ -1,0 +1,136 @@
+package agent_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/test/testbed"
+)
+
+const trueNode = "node-true"
+
+// TestReportsStayTrue runs the agent on real parts (kube-apiserver,
+// containerd, a registry) and checks that what it reports follows what
+// happens to its NodeWarm, its Node and its pulls, rather than what it
+// remembers.
+func TestReportsStayTrue(t *testing.T) {
+	regs := testbed.StartRegistries(t)
+	f := testbed.StartFleet(t, map[string]map[string]string{trueNode: nil}, testbed.FleetOptions{})
+	ctx := context.Background()
+	a := regs.Anon.PushRandom(t, "true/a:v1", testbed.ImageOptions{LayerSize: 64 << 10})
+	b := regs.Anon.PushRandom(t, "true/b:v1", testbed.ImageOptions{LayerSize: 64 << 10})
+	f.Create(t, testbed.NewWarm("default", "pair", nil, a.Ref, b.Ref))
+	present := func() error {
+		for _, ref := range []string{a.Ref, b.Ref} {
+			if img, err := f.NodeImage(trueNode, ref); err != nil || img.State != warmv1.ImagePresent {
+				return fmt.Errorf("%s: %+v %v", ref, img, err)
+			}
+		}
+		return nil
+	}
+	testbed.Eventually(t, 60*time.Second, "both images present", present)
+
+	t.Run("one Warmed event, counting both pulls", func(t *testing.T) {
+		testbed.Eventually(t, 30*time.Second, "a Warmed event", func() error {
+			evs := f.Events(t, "default", "pair", "Warmed")
+			if len(evs) != 1 || !strings.Contains(evs[0].Note, "pulled 2 ") || evs[0].Series != nil {
+				return fmt.Errorf("%d Warmed events: %+v", len(evs), evs)
+			}
+			return nil
+		})
+	})
+
+	t.Run("a NodeWarm deleted by hand is written again", func(t *testing.T) {
+		nw := &warmv1.NodeWarm{ObjectMeta: metav1.ObjectMeta{Name: trueNode}}
+		if err := f.CP.Client.Delete(ctx, nw); err != nil {
+			t.Fatal(err)
+		}
+		// The agent's resync is 3 s here; before, the agent never noticed.
+		testbed.Eventually(t, 10*time.Second, "the NodeWarm back, with both images", present)
+	})
+
+	t.Run("a replaced Node becomes the NodeWarm's owner", func(t *testing.T) {
+		var old corev1.Node
+		if err := f.CP.Client.Get(ctx, types.NamespacedName{Name: trueNode}, &old); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.CP.Client.Delete(ctx, &old); err != nil {
+			t.Fatal(err)
+		}
+		testbed.Eventually(t, 10*time.Second, "the old Node gone", func() error {
+			err := f.CP.Client.Get(ctx, types.NamespacedName{Name: trueNode}, &corev1.Node{})
+			if !apierrors.IsNotFound(err) {
+				return fmt.Errorf("still there: %v", err)
+			}
+			return nil
+		})
+		node := f.CP.CreateNode(t, trueNode, nil)
+		if node.UID == old.UID {
+			t.Fatal("the new Node has the old UID")
+		}
+		testbed.Eventually(t, 10*time.Second, "the NodeWarm owned by the new Node", func() error {
+			var nw warmv1.NodeWarm
+			if err := f.CP.Client.Get(ctx, types.NamespacedName{Name: trueNode}, &nw); err != nil {
+				return err
+			}
+			if len(nw.OwnerReferences) != 1 || nw.OwnerReferences[0].UID != node.UID {
+				return fmt.Errorf("owners %+v, want the Node %s", nw.OwnerReferences, node.UID)
+			}
+			return nil
+		})
+	})
+
+	t.Run("an image whose pull failed is not present, even when the runtime lists it", func(t *testing.T) {
+		// An artifact whose config names no layer while its manifest has
+		// one: containerd fetches it, fails to unpack it ("mismatched image
+		// rootfs and manifest layers"), and on 1.6 keeps the image record.
+		img := testbed.RandomImage(t, testbed.ImageOptions{LayerSize: 16 << 10})
+		cfg, err := img.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg = cfg.DeepCopy()
+		cfg.RootFS.DiffIDs = nil
+		broken, err := mutate.ConfigFile(img, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		art := regs.Anon.Push(t, "true/artifact:v1", broken)
+		f.Create(t, testbed.NewWarm("default", "artifact", nil, art.Ref))
+		node := f.Nodes[trueNode]
+		testbed.Eventually(t, 60*time.Second, "the failed pull reported", func() error {
+			got, err := f.NodeImage(trueNode, art.Ref)
+			if err != nil || got.State != warmv1.ImageBackOff || got.Attempts < 1 {
+				return fmt.Errorf("%+v %v", got, err)
+			}
+			return nil
+		})
+		if !node.Present(t, art.Ref) {
+			t.Log("the runtime did not keep the image record; the case is checked all the same")
+		}
+		// Three resyncs: long enough for the agent to list the runtime's
+		// images again and again.
+		time.Sleep(10 * time.Second)
+		if got, err := f.NodeImage(trueNode, art.Ref); err != nil || got.State == warmv1.ImagePresent {
+			t.Errorf("after the failed pull the NodeWarm says %+v (%v)", got, err)
+		}
+		iw := f.ImageWarm(t, "default", "artifact")
+		if c := meta.FindStatusCondition(iw.Status.Conditions, warmv1.ConditionReady); c != nil && c.Status == metav1.ConditionTrue {
+			t.Errorf("the ImageWarm of an image that failed is Ready: %+v", c)
+		}
+		if evs := f.Events(t, "default", "artifact", "Warmed"); len(evs) != 0 {
+			t.Errorf("a Warmed event for an image that failed: %q", evs[0].Note)
+		}
+	})
+}
