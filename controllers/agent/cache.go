@@ -17,7 +17,7 @@ import (
 func CacheOptions(nodeName string) cache.Options {
 	return cache.Options{
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Node{}:      {Field: fields.OneTermEqualSelector("metadata.name", nodeName)},
+			&corev1.Node{}:     {Field: fields.OneTermEqualSelector("metadata.name", nodeName)},
 			&warmv1.NodeWarm{}: {Field: fields.OneTermEqualSelector("metadata.name", nodeName)},
 		},
 		DefaultTransform: cache.TransformStripManagedFields(),
