@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/clock"
@@ -139,6 +140,11 @@ var deletedOnly = predicate.Funcs{
 func (a *NodeAgent) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
 	a.init()
 	node, err := a.node(ctx)
+	if apierrors.IsNotFound(err) {
+		// Deleted, or not registered yet: its creation brings a pass.
+		log.FromContext(ctx).Info("Node not found; waiting for it")
+		return ctrl.Result{}, nil
+	}
 	if err != nil {
 		return ctrl.Result{}, err
 	}

@@ -28,6 +28,7 @@ func TestReportsStayTrue(t *testing.T) {
 	regs := testbed.StartRegistries(t)
 	f := testbed.StartFleet(t, map[string]map[string]string{trueNode: nil}, testbed.FleetOptions{})
 	ctx := context.Background()
+	whole := t // objects that outlive a subtest are cleaned up with the test
 	a := regs.Anon.PushRandom(t, "true/a:v1", testbed.ImageOptions{LayerSize: 64 << 10})
 	b := regs.Anon.PushRandom(t, "true/b:v1", testbed.ImageOptions{LayerSize: 64 << 10})
 	f.Create(t, testbed.NewWarm("default", "pair", nil, a.Ref, b.Ref))
@@ -75,7 +76,7 @@ func TestReportsStayTrue(t *testing.T) {
 			}
 			return nil
 		})
-		node := f.CP.CreateNode(t, trueNode, nil)
+		node := f.CP.CreateNode(whole, trueNode, nil)
 		if node.UID == old.UID {
 			t.Fatal("the new Node has the old UID")
 		}
