@@ -269,7 +269,8 @@ func NewWarm(ns, name string, selector map[string]warmv1.LabelValue, images ...s
 	return iw
 }
 
-// Events lists the events.k8s.io events about an ImageWarm with a reason.
+// Events lists the events.k8s.io events about an ImageWarm with a reason
+// (any reason when empty).
 func (f *Fleet) Events(t TB, ns, name, reason string) []eventsv1.Event {
 	t.Helper()
 	var list eventsv1.EventList
@@ -278,7 +279,7 @@ func (f *Fleet) Events(t TB, ns, name, reason string) []eventsv1.Event {
 	}
 	var out []eventsv1.Event
 	for _, e := range list.Items {
-		if e.Regarding.Name == name && e.Reason == reason {
+		if e.Regarding.Name == name && (reason == "" || e.Reason == reason) {
 			out = append(out, e)
 		}
 	}
