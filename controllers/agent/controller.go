@@ -181,15 +181,17 @@ func (a *NodeAgent) node(ctx context.Context) (*corev1.Node, error) {
 // gather reads the rest of what the planner decides from. Its error is
 // the runtime's.
 func (a *NodeAgent) gather(ctx context.Context, nw *warmv1.NodeWarm, desired desiredSet) (planInput, error) {
-	// Reports are taken in before the runtime is listed, and the engine
-	// asked after: a pull that ends in between shows in the engine's view
-	// and reaches the planner on the next pass (see planner.image).
-	started, results := a.inbox.drain()
+	// The runtime is listed first, then the reports taken in, then the
+	// engine asked: a pull that ends after the listing is either among the
+	// reports (it finished after listedAt: present, only not listed yet)
+	// or shows in the engine's view as pending (see planner.image). While
+	// the runtime does not answer, reports wait in the inbox.
 	listedAt := a.Clock.Now()
 	presence, err := a.Engine.Presence(ctx)
 	if err != nil {
 		return planInput{}, err
 	}
+	started, results := a.inbox.drain()
 	engine := make(map[string]pullengine.Status, len(desired.images))
 	for key := range desired.images {
 		if s, ok := a.Engine.Status(key); ok {
