@@ -250,75 +250,40 @@ func (p *planner) tally(w *wantedImage, f func(*warmProgress)) {
 	}
 }
 
+// imageView is what a pass knows of one wanted image.
+type imageView struct {
+	eng      pullengine.Status
+	known    bool // the engine knows the image
+	inFlight bool // queued or pulling
+	// pending is set when the engine holds a result that finished after
+	// the last one taken in: it is on its way to the agent, and its
+	// outcome counts now, its tally when it arrives.
+	pending bool
+	// fresh is a success newer than the runtime's listing; failed is a
+	// failure no success has followed.
+	fresh, failed *pullengine.Result
+	listed        bool
+	listing       pullengine.PresentImage
+	present       bool
+}
+
 // image decides one wanted image: whether it is present, whether to pull
 // it, its reported state, and whether it counts as done for its
 // ImageWarms' Warmed events (present, with no pull of it unaccounted for).
 func (p *planner) image(key string, w *wantedImage) (warmv1.NodeImage, bool) {
 	m := p.out.state.images[key]
-	eng, known := p.in.engine[key]
-	inFlight := known && (eng.State == pullengine.StateQueued || eng.State == pullengine.StatePulling)
-	// A result the engine holds that finished after the last one taken in
-	// is on its way to the agent: its outcome counts now, its tally when
-	// it arrives.
-	pending := known && eng.Last != nil && eng.Last.Finished.After(m.taken) && eng.Last.Class != pullengine.ClassCanceled
-	fresh, failed := m.pulled, m.failed
-	if pending && eng.Last.Succeeded() {
-		fresh, failed = eng.Last, nil
-	} else if pending {
-		failed = eng.Last
-	}
-	if fresh != nil && !fresh.Finished.After(p.in.listedAt) {
-		fresh = nil // listed since: the runtime's record is the newer
-	}
-	pi, listed := p.in.runtime.Lookup(w.ref)
-	present := fresh != nil || (listed && failed == nil && (!inFlight || m.seen))
-
-	if m.seen && !listed && fresh == nil {
-		m.seen, m.refreshedAt = false, time.Time{}
-		p.out.evictions++
-		p.event(eventEvicted(w))
-	}
-	if present {
-		m.seen = true
-		if m.refreshedAt.IsZero() {
-			m.refreshedAt = p.in.now // first seen present: refreshed now
-		}
-	}
-	refreshDue := w.refresh > 0 && present && p.in.now.Sub(m.refreshedAt) >= w.refresh
-	wanted := !w.suspended && (!present || inFlight || refreshDue)
-	diskHeld := wanted && !inFlight && p.in.disk.Pressure
+	v := p.view(key, w, m)
+	p.noteSeen(w, &m, v)
+	refreshDue := w.refresh > 0 && v.present && p.in.now.Sub(m.refreshedAt) >= w.refresh
+	wanted := !w.suspended && (!v.present || v.inFlight || refreshDue)
+	diskHeld := wanted && !v.inFlight && p.in.disk.Pressure
 	if wanted && !diskHeld {
 		p.out.pulls = append(p.out.pulls, pullWish{
 			request: pullengine.Request{Image: w.image, Priority: w.priority, Timeout: w.timeout},
 			secrets: w.secrets,
 		})
 	}
-
-	img := warmv1.NodeImage{Image: key, RequestedBy: requestedBy(w), Attempts: m.failures}
-	switch {
-	case present && listed:
-		img.State, img.ImageID, img.Digest, img.SizeBytes = warmv1.ImagePresent, pi.ID, digestOnly(pi.RepoDigest), int64(pi.Size)
-	case present:
-		img.State, img.ImageID, img.Digest, img.SizeBytes = warmv1.ImagePresent, fresh.ImageRef, digestOnly(fresh.Digest), int64(fresh.Size)
-	case w.suspended:
-		img.State = warmv1.ImageSkipped
-	case diskHeld:
-		img.State, img.Reason, img.Message = warmv1.ImageFailed, string(pullengine.ClassDiskPressure), cut(diskMessage(p.in.disk))
-		p.soon(diskRetry)
-	case inFlight:
-		img.State = engineState(eng.State)
-	case known && eng.State == pullengine.StateBackOff && failed != nil:
-		img.State, img.Reason, img.Message = warmv1.ImageBackOff, string(failed.Class), cut(failed.Message)
-		p.soon(eng.RetryAt.Sub(p.in.now))
-		if failed.Class == pullengine.ClassUnauthorized && len(w.secrets) > 0 {
-			p.soon(secretRetry)
-		}
-	default:
-		img.State = warmv1.ImageQueued // asked for in this pass
-	}
-	if img.State == warmv1.ImagePresent {
-		img.Attempts = 0
-	}
+	img := p.imageStatus(key, w, m, v, diskHeld)
 	if img.State == warmv1.ImageBackOff && m.state != warmv1.ImageBackOff {
 		p.event(eventBackOff(w))
 	}
@@ -327,7 +292,78 @@ func (p *planner) image(key string, w *wantedImage) (warmv1.NodeImage, bool) {
 	}
 	img.LastTransitionTime = m.since
 	p.out.state.images[key] = m
-	return img, present && !inFlight && !pending
+	return img, v.present && !v.inFlight && !v.pending
+}
+
+// view works out where one image stands. An image is present when a pull
+// of it succeeded after the runtime was listed, or when the runtime lists
+// it and no failure is its last word; an image this agent never saw
+// present counts only once its pull has returned (the runtime lists an
+// image a moment before).
+func (p *planner) view(key string, w *wantedImage, m imageMemory) imageView {
+	v := imageView{fresh: m.pulled, failed: m.failed}
+	v.eng, v.known = p.in.engine[key]
+	v.inFlight = v.known && (v.eng.State == pullengine.StateQueued || v.eng.State == pullengine.StatePulling)
+	last := v.eng.Last
+	v.pending = v.known && last != nil && last.Finished.After(m.taken) && last.Class != pullengine.ClassCanceled
+	switch {
+	case v.pending && last.Succeeded():
+		v.fresh, v.failed = last, nil
+	case v.pending:
+		v.failed = last
+	}
+	if v.fresh != nil && !v.fresh.Finished.After(p.in.listedAt) {
+		v.fresh = nil // listed since: the runtime's record is the newer
+	}
+	v.listing, v.listed = p.in.runtime.Lookup(w.ref)
+	v.present = v.fresh != nil || (v.listed && v.failed == nil && (!v.inFlight || m.seen))
+	return v
+}
+
+// noteSeen remembers a present image as seen, and reports one seen
+// before that is gone: the kubelet's garbage collector, or someone with
+// crictl, removed it.
+func (p *planner) noteSeen(w *wantedImage, m *imageMemory, v imageView) {
+	if m.seen && !v.listed && v.fresh == nil {
+		m.seen, m.refreshedAt = false, time.Time{}
+		p.out.evictions++
+		p.event(eventEvicted(w))
+	}
+	if v.present {
+		m.seen = true
+		if m.refreshedAt.IsZero() {
+			m.refreshedAt = p.in.now // first seen present: refreshed now
+		}
+	}
+}
+
+// imageStatus is the image's entry in the NodeWarm.
+func (p *planner) imageStatus(key string, w *wantedImage, m imageMemory, v imageView, diskHeld bool) warmv1.NodeImage {
+	img := warmv1.NodeImage{Image: key, RequestedBy: requestedBy(w), Attempts: m.failures}
+	switch {
+	case v.present && v.listed:
+		img.State, img.ImageID, img.Digest, img.SizeBytes = warmv1.ImagePresent, v.listing.ID, digestOnly(v.listing.RepoDigest), int64(v.listing.Size)
+		img.Attempts = 0
+	case v.present:
+		img.State, img.ImageID, img.Digest, img.SizeBytes = warmv1.ImagePresent, v.fresh.ImageRef, digestOnly(v.fresh.Digest), int64(v.fresh.Size)
+		img.Attempts = 0
+	case w.suspended:
+		img.State = warmv1.ImageSkipped
+	case diskHeld:
+		img.State, img.Reason, img.Message = warmv1.ImageFailed, string(pullengine.ClassDiskPressure), cut(diskMessage(p.in.disk))
+		p.soon(diskRetry)
+	case v.inFlight:
+		img.State = engineState(v.eng.State)
+	case v.known && v.eng.State == pullengine.StateBackOff && v.failed != nil:
+		img.State, img.Reason, img.Message = warmv1.ImageBackOff, string(v.failed.Class), cut(v.failed.Message)
+		p.soon(v.eng.RetryAt.Sub(p.in.now))
+		if v.failed.Class == pullengine.ClassUnauthorized && len(w.secrets) > 0 {
+			p.soon(secretRetry)
+		}
+	default:
+		img.State = warmv1.ImageQueued // asked for in this pass
+	}
+	return img
 }
 
 // soon brings the next pass forward to at most d from now.

@@ -36,7 +36,7 @@ func TestReportsStayTrue(t *testing.T) {
 	present := func() error {
 		for _, ref := range []string{a.Ref, b.Ref} {
 			if img, err := f.NodeImage(trueNode, ref); err != nil || img.State != warmv1.ImagePresent {
-				return fmt.Errorf("%s: %+v %v", ref, img, err)
+				return fmt.Errorf("%s: %+v: %w", ref, img, err)
 			}
 		}
 		return nil
@@ -62,80 +62,91 @@ func TestReportsStayTrue(t *testing.T) {
 		testbed.Eventually(t, 10*time.Second, "the NodeWarm back, with both images", present)
 	})
 
-	t.Run("a replaced Node becomes the NodeWarm's owner", func(t *testing.T) {
-		var old corev1.Node
-		if err := f.CP.Client.Get(ctx, types.NamespacedName{Name: trueNode}, &old); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.CP.Client.Delete(ctx, &old); err != nil {
-			t.Fatal(err)
-		}
-		testbed.Eventually(t, 10*time.Second, "the old Node gone", func() error {
-			err := f.CP.Client.Get(ctx, types.NamespacedName{Name: trueNode}, &corev1.Node{})
-			if !apierrors.IsNotFound(err) {
-				return fmt.Errorf("still there: %v", err)
-			}
-			return nil
-		})
-		node := f.CP.CreateNode(whole, trueNode, nil)
-		if node.UID == old.UID {
-			t.Fatal("the new Node has the old UID")
-		}
-		testbed.Eventually(t, 10*time.Second, "the NodeWarm owned by the new Node", func() error {
-			var nw warmv1.NodeWarm
-			if err := f.CP.Client.Get(ctx, types.NamespacedName{Name: trueNode}, &nw); err != nil {
-				return err
-			}
-			if len(nw.OwnerReferences) != 1 || nw.OwnerReferences[0].UID != node.UID {
-				return fmt.Errorf("owners %+v, want the Node %s", nw.OwnerReferences, node.UID)
-			}
-			return nil
-		})
-	})
-
+	t.Run("a replaced Node becomes the NodeWarm's owner", func(t *testing.T) { replaceNode(t, whole, f) })
 	t.Run("an image whose pull failed is not present, even when the runtime lists it", func(t *testing.T) {
-		// An OCI artifact (empty config media type) whose config names no
-		// layer while its manifest has one: containerd fetches it, fails to
-		// unpack it ("mismatched image rootfs and manifest layers"), and on
-		// 1.6 keeps the image record, which CRI then lists.
-		img := testbed.RandomImage(t, testbed.ImageOptions{LayerSize: 16 << 10})
-		cfg, err := img.ConfigFile()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg = cfg.DeepCopy()
-		cfg.RootFS.DiffIDs = nil
-		broken, err := mutate.ConfigFile(img, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		broken = mutate.MediaType(broken, ggcrtypes.OCIManifestSchema1)
-		broken = mutate.ConfigMediaType(broken, "application/vnd.oci.empty.v1+json")
-		art := regs.Anon.Push(t, "true/artifact:v1", broken)
-		f.Create(t, testbed.NewWarm("default", "artifact", nil, art.Ref))
-		node := f.Nodes[trueNode]
-		testbed.Eventually(t, 60*time.Second, "the failed pull reported", func() error {
-			got, err := f.NodeImage(trueNode, art.Ref)
-			if err != nil || got.State != warmv1.ImageBackOff || got.Attempts < 1 {
-				return fmt.Errorf("%+v %v", got, err)
-			}
-			return nil
-		})
-		if !node.Present(t, art.Ref) {
-			t.Fatal("the runtime did not keep the record of the image it failed to unpack: the case this test is about did not happen")
-		}
-		// Three resyncs: long enough for the agent to list the runtime's
-		// images again and again.
-		time.Sleep(10 * time.Second)
-		if got, err := f.NodeImage(trueNode, art.Ref); err != nil || got.State == warmv1.ImagePresent {
-			t.Errorf("after the failed pull the NodeWarm says %+v (%v)", got, err)
-		}
-		iw := f.ImageWarm(t, "default", "artifact")
-		if c := meta.FindStatusCondition(iw.Status.Conditions, warmv1.ConditionReady); c != nil && c.Status == metav1.ConditionTrue {
-			t.Errorf("the ImageWarm of an image that failed is Ready: %+v", c)
-		}
-		if evs := f.Events(t, "default", "artifact", "Warmed"); len(evs) != 0 {
-			t.Errorf("a Warmed event for an image that failed: %q", evs[0].Note)
-		}
+		failedButListed(t, regs, f)
 	})
+}
+
+// replaceNode deletes the Node and creates it again (a new UID): the
+// NodeWarm must take the new one as owner. The new Node lives as long as
+// the whole test.
+func replaceNode(t, whole *testing.T, f *testbed.Fleet) {
+	ctx := context.Background()
+	var old corev1.Node
+	if err := f.CP.Client.Get(ctx, types.NamespacedName{Name: trueNode}, &old); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.CP.Client.Delete(ctx, &old); err != nil {
+		t.Fatal(err)
+	}
+	testbed.Eventually(t, 10*time.Second, "the old Node gone", func() error {
+		err := f.CP.Client.Get(ctx, types.NamespacedName{Name: trueNode}, &corev1.Node{})
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there: %w", err)
+		}
+		return nil
+	})
+	node := f.CP.CreateNode(whole, trueNode, nil)
+	if node.UID == old.UID {
+		t.Fatal("the new Node has the old UID")
+	}
+	testbed.Eventually(t, 10*time.Second, "the NodeWarm owned by the new Node", func() error {
+		var nw warmv1.NodeWarm
+		if err := f.CP.Client.Get(ctx, types.NamespacedName{Name: trueNode}, &nw); err != nil {
+			return err
+		}
+		if len(nw.OwnerReferences) != 1 || nw.OwnerReferences[0].UID != node.UID {
+			return fmt.Errorf("owners %+v, want the Node %s", nw.OwnerReferences, node.UID)
+		}
+		return nil
+	})
+}
+
+// failedButListed gives the node an image whose pull fails after
+// containerd recorded it: it must not be reported present.
+func failedButListed(t *testing.T, regs testbed.Registries, f *testbed.Fleet) {
+	// An OCI artifact (empty config media type) whose config names no
+	// layer while its manifest has one: containerd fetches it, fails to
+	// unpack it ("mismatched image rootfs and manifest layers"), and on
+	// 1.6 keeps the image record, which CRI then lists.
+	img := testbed.RandomImage(t, testbed.ImageOptions{LayerSize: 16 << 10})
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = cfg.DeepCopy()
+	cfg.RootFS.DiffIDs = nil
+	broken, err := mutate.ConfigFile(img, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken = mutate.MediaType(broken, ggcrtypes.OCIManifestSchema1)
+	broken = mutate.ConfigMediaType(broken, "application/vnd.oci.empty.v1+json")
+	art := regs.Anon.Push(t, "true/artifact:v1", broken)
+	f.Create(t, testbed.NewWarm("default", "artifact", nil, art.Ref))
+	node := f.Nodes[trueNode]
+	testbed.Eventually(t, 60*time.Second, "the failed pull reported", func() error {
+		got, err := f.NodeImage(trueNode, art.Ref)
+		if err != nil || got.State != warmv1.ImageBackOff || got.Attempts < 1 {
+			return fmt.Errorf("%+v: %w", got, err)
+		}
+		return nil
+	})
+	if !node.Present(t, art.Ref) {
+		t.Fatal("the runtime did not keep the record of the image it failed to unpack: the case this test is about did not happen")
+	}
+	// Three resyncs: long enough for the agent to list the runtime's
+	// images again and again.
+	time.Sleep(10 * time.Second)
+	if got, err := f.NodeImage(trueNode, art.Ref); err != nil || got.State == warmv1.ImagePresent {
+		t.Errorf("after the failed pull the NodeWarm says %+v (%v)", got, err)
+	}
+	iw := f.ImageWarm(t, "default", "artifact")
+	if c := meta.FindStatusCondition(iw.Status.Conditions, warmv1.ConditionReady); c != nil && c.Status == metav1.ConditionTrue {
+		t.Errorf("the ImageWarm of an image that failed is Ready: %+v", c)
+	}
+	if evs := f.Events(t, "default", "artifact", "Warmed"); len(evs) != 0 {
+		t.Errorf("a Warmed event for an image that failed: %q", evs[0].Note)
+	}
 }
