@@ -91,11 +91,21 @@ func Assemble(binaries map[string]string, opts Options) (v1.ImageIndex, error) {
 		if err != nil {
 			return nil, fmt.Errorf("image for %s: %w", p, err)
 		}
-		adds = append(adds, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &p}})
+		adds = append(adds, mutate.IndexAddendum{Add: plainImage{img}, Descriptor: v1.Descriptor{Platform: &p}})
 	}
 	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 	return mutate.AppendManifests(idx, adds...), nil
 }
+
+// plainImage is an image whose index entry carries no artifactType.
+// go-containerregistry writes the configuration's media type there, which
+// OCI 1.1 reserves for artifacts; tools that predate it (Debian 12's skopeo
+// among them) drop the field when they copy the index and so change its
+// digest. Docker's and distroless's indexes leave it out too.
+type plainImage struct{ v1.Image }
+
+// ArtifactType is empty: the image is no artifact.
+func (plainImage) ArtifactType() (string, error) { return "", nil }
 
 // platformImage is one platform's image: one layer, and a configuration
 // that runs the binary as the non-root user.

@@ -116,6 +116,9 @@ func TestLayout(t *testing.T) {
 		t.Fatalf("%d images, want %d", len(im.Manifests), len(DefaultPlatforms))
 	}
 	for i, d := range im.Manifests {
+		if d.ArtifactType != "" {
+			t.Errorf("image %d's entry has artifactType %q; tools before OCI 1.1 drop it and change the index digest", i, d.ArtifactType)
+		}
 		want := DefaultPlatforms[i]
 		if d.Platform == nil || !d.Platform.Equals(want) {
 			t.Errorf("image %d has platform %v, want %v", i, d.Platform, want)

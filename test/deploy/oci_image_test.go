@@ -15,8 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/validate"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -50,6 +52,7 @@ func TestOCIImage(t *testing.T) {
 	t.Run("layout", func(t *testing.T) { checkOCILayout(t, tarPath, digest, created) })
 	t.Run("same build flags as the Dockerfile", checkFlagsMatchDockerfile)
 	t.Run("containerd imports it", func(t *testing.T) { checkImport(t, tarPath, hostConfig(t, idx)) })
+	t.Run("pushed as crane pushes it, containerd pulls it", func(t *testing.T) { checkPushPull(t, tarPath, digest) })
 }
 
 // buildOCI builds the image from the module at dir, writes the tarball and
@@ -265,6 +268,48 @@ func checkFlagsMatchDockerfile(t *testing.T) {
 	}
 	if !slices.Contains(args, "-trimpath") {
 		t.Error("internal/image builds without -trimpath")
+	}
+}
+
+// checkPushPull pushes the tarball to a real registry the way the
+// documented `crane push DIR REF` does with an OCI layout of one entry (the
+// entry's index, its digest unchanged), and has containerd's CRI pull it:
+// what a node does with a published release.
+func checkPushPull(t *testing.T, tarPath string, digest v1.Hash) {
+	dir := t.TempDir()
+	if out, err := exec.Command("tar", "-xf", tarPath, "-C", dir).CombinedOutput(); err != nil {
+		t.Fatalf("untar: %v\n%s", err, out)
+	}
+	lp, err := layout.ImageIndexFromPath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx, err := lp.ImageIndex(digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := testbed.StartRegistry(t, testbed.RegistryOptions{Name: "release"})
+	ref, err := name.ParseReference(reg.Host+"/warmer-dev/warmer:"+imageVersion, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.WriteIndex(ref, idx); err != nil {
+		t.Fatalf("pushing: %v", err)
+	}
+	ctd := testbed.StartContainerd(t, "pull-node")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	svc := ctd.ImageService(t)
+	if _, err := svc.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: ref.String()}}); err != nil {
+		t.Fatalf("CRI pull of %s: %v\ncontainerd:\n%s", ref, err, ctd.Log(20))
+	}
+	st, err := svc.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: ref.String()}})
+	if err != nil || st.GetImage() == nil {
+		t.Fatalf("image status after the pull: %v, %v", st, err)
+	}
+	want := reg.Host + "/warmer-dev/warmer@" + digest.String()
+	if !slices.Contains(st.GetImage().GetRepoDigests(), want) {
+		t.Errorf("repo digests %v lack %s: the registry holds another index than the tarball", st.GetImage().GetRepoDigests(), want)
 	}
 }
 
