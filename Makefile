@@ -118,8 +118,9 @@ demo: testbed ## Bring up the local sandbox (kube-apiserver, a registry, two con
 
 ##@ Deployment
 
-# The image docker-build makes and docker-push pushes. config/default runs
-# ghcr.io/warmer-dev/warmer:latest; an overlay's `images:` picks another.
+# The image docker-build and image make, and docker-push pushes.
+# config/default runs the release named in it (set-release); an overlay's
+# `images:` picks another.
 IMG ?= ghcr.io/warmer-dev/warmer:$(VERSION)
 
 # The OCI tarball `make image` writes, and the commit's time it stamps as
@@ -147,6 +148,13 @@ docker-build: ## Build the image IMG from the Dockerfile (needs docker).
 docker-push: ## Push the image IMG (needs docker, logged in to the registry).
 	$(need-docker)
 	docker push $(IMG)
+
+# RELEASE: the version a release installs, as vX.Y.Z or vX.Y.Z-pre.
+.PHONY: set-release
+set-release: ## Set the image tag config/default and the chart install (RELEASE=vX.Y.Z), as part of a release.
+	@[[ "$(RELEASE)" =~ ^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$$ ]] || { echo "set-release: want RELEASE=vX.Y.Z[-pre], got '$(RELEASE)'" >&2; exit 1; }
+	sed -i -E 's/^(    newTag: ).*/\1$(RELEASE)/' config/default/kustomization.yaml
+	sed -i -E 's/^appVersion: .*/appVersion: "$(RELEASE)"/' charts/warmer/Chart.yaml
 
 .PHONY: deploy
 deploy: ## Install or upgrade warmer in the current kubectl context (kubectl apply -k config/default).

@@ -8,6 +8,7 @@ package chart
 import (
 	"errors"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -48,6 +49,34 @@ func templateOutput(t *testing.T, ns string, flags ...string) (string, error) {
 	t.Helper()
 	args := append([]string{"template", release, chartDir(t), "--namespace", ns}, flags...)
 	return testbed.RunHelm(t, args...)
+}
+
+// kustomizeWith renders an overlay of config/base with config/components
+// as an operator's overlay would use them.
+func kustomizeWith(t *testing.T, base string, components ...string) []*unstructured.Unstructured {
+	t.Helper()
+	root := filepath.Join(testbed.RepoRoot(t), "config")
+	dir := t.TempDir()
+	// kustomize takes bases and components by relative path only.
+	rel := func(p string) string {
+		r, err := filepath.Rel(dir, filepath.Join(root, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	k := "resources: [" + rel(base) + "]\ncomponents:\n"
+	for _, c := range components {
+		k += "  - " + rel(c) + "\n"
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b, err := exec.Command("kubectl", "kustomize", dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl kustomize %s with %v: %v\n%s", base, components, err, b)
+	}
+	return decode(t, "kubectl kustomize", string(b))
 }
 
 // kustomize renders a folder under config/ as kubectl kustomize does.

@@ -73,6 +73,24 @@ func TestChartPodMonitorsMatchConfigPrometheus(t *testing.T) {
 	compare(t, "config/prometheus", want, monitors(helmTemplate(t, namespace, "--set", "podMonitor.enabled=true")))
 }
 
+// TestChartPresetsMatchComponents checks that each runtime preset renders
+// the agent DaemonSet that config/default renders with the matching
+// config/components/runtime-* in an overlay: the two install paths support
+// the same runtimes the same way.
+func TestChartPresetsMatchComponents(t *testing.T) {
+	for preset, component := range map[string]string{"crio": "runtime-crio", "k3s": "runtime-k3s", "rke2": "runtime-k3s", "cri-dockerd": "runtime-cri-dockerd"} {
+		t.Run(preset, func(t *testing.T) {
+			want := daemonSets(kustomizeWith(t, "default", "components/"+component))
+			got := daemonSets(helmTemplate(t, namespace, "--set", "runtime.preset="+preset))
+			compare(t, "config/default with "+component, want, got)
+		})
+	}
+}
+
+func daemonSets(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+	return slices.DeleteFunc(objs, func(o *unstructured.Unstructured) bool { return o.GetKind() != "DaemonSet" })
+}
+
 // compare fails the test for every object only one side renders and for
 // every difference between the two renderings of an object, after
 // normalize.

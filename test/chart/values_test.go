@@ -58,22 +58,21 @@ func hostPaths(t *testing.T, pod map[string]any) (volumes, mounts map[string]str
 }
 
 // TestRuntimePresets checks that each runtime preset points the agent at
-// that runtime's socket and mounts its socket's folder (the socket itself
-// where that folder is /run) and image filesystem, and that explicit paths
-// override a preset.
+// that runtime's socket and mounts only its socket's folder (the socket
+// itself where that folder is /run), read-only and recursively so where the
+// node can, and that an explicit path overrides a preset.
 func TestRuntimePresets(t *testing.T) {
 	cases := []struct {
-		flags                  []string
-		socket, mount, imageFs string
+		flags         []string
+		socket, mount string
 	}{
-		{nil, "/run/containerd/containerd.sock", "/run/containerd", "/var/lib/containerd"},
-		{[]string{"--set", "runtime.preset=crio"}, "/var/run/crio/crio.sock", "/var/run/crio", "/var/lib/containers/storage"},
-		{[]string{"--set", "runtime.preset=k3s"}, "/run/k3s/containerd/containerd.sock", "/run/k3s/containerd", "/var/lib/rancher/k3s/agent/containerd"},
-		{[]string{"--set", "runtime.preset=rke2"}, "/run/k3s/containerd/containerd.sock", "/run/k3s/containerd", "/var/lib/rancher/rke2/agent/containerd"},
-		{[]string{"--set", "runtime.preset=cri-dockerd"}, "/run/cri-dockerd.sock", "/run/cri-dockerd.sock", "/var/lib/docker"},
-		{[]string{"--set", "runtime.preset=crio", "--set", "runtime.socketPath=/custom/run/crio.sock", "--set", "runtime.imageFsPath=/data/images"},
-			"/custom/run/crio.sock", "/custom/run", "/data/images"},
-		{[]string{"--set", "runtime.socketPath=/var/run/other.sock"}, "/var/run/other.sock", "/var/run/other.sock", "/var/lib/containerd"},
+		{nil, "/run/containerd/containerd.sock", "/run/containerd"},
+		{[]string{"--set", "runtime.preset=crio"}, "/var/run/crio/crio.sock", "/var/run/crio"},
+		{[]string{"--set", "runtime.preset=k3s"}, "/run/k3s/containerd/containerd.sock", "/run/k3s/containerd"},
+		{[]string{"--set", "runtime.preset=rke2"}, "/run/k3s/containerd/containerd.sock", "/run/k3s/containerd"},
+		{[]string{"--set", "runtime.preset=cri-dockerd"}, "/run/cri-dockerd.sock", "/run/cri-dockerd.sock"},
+		{[]string{"--set", "runtime.preset=crio", "--set", "runtime.socketPath=/custom/run/crio.sock"}, "/custom/run/crio.sock", "/custom/run"},
+		{[]string{"--set", "runtime.socketPath=/var/run/other.sock"}, "/var/run/other.sock", "/var/run/other.sock"},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.flags, " "), func(t *testing.T) {
@@ -88,17 +87,15 @@ func TestRuntimePresets(t *testing.T) {
 					t.Errorf("volume %s: host path %s mounted at %s, want the same path", name, path, mounts[name])
 				}
 			}
-			got := slices.Sorted(func(yield func(string) bool) {
-				for _, p := range volumes {
-					if !yield(p) {
-						return
-					}
+			if len(volumes) != 1 || volumes["runtime-socket"] != c.mount {
+				t.Errorf("host paths %v, want only runtime-socket at %s", volumes, c.mount)
+			}
+			ms, _, _ := unstructured.NestedSlice(container(t, pod), "volumeMounts")
+			for _, m := range ms {
+				m := m.(map[string]any)
+				if m["readOnly"] != true || m["recursiveReadOnly"] != "IfPossible" {
+					t.Errorf("mount %v: want readOnly and recursiveReadOnly IfPossible", m)
 				}
-			})
-			want := []string{c.mount, c.imageFs}
-			slices.Sort(want)
-			if !slices.Equal(got, want) {
-				t.Errorf("host paths %v, want %v", got, want)
 			}
 		})
 	}

@@ -93,9 +93,8 @@ func importWarmerImage(t *testing.T) {
 
 // bedLayer writes, in a temporary folder, the layer over testdata/overlay
 // that only this run knows: the API server's port and the node's
-// containerd directories, which the agent mounts where a node has
-// /run/containerd and /var/lib/containerd. It returns the folder, for
-// kubectl -k.
+// containerd state directory (its socket's folder), which the agent mounts
+// where a node has /run/containerd. It returns the folder, for kubectl -k.
 func bedLayer(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -122,10 +121,8 @@ patches:
                 env:
                   - {name: KUBERNETES_SERVICE_PORT, value: %[2]q}
             volumes:
-              - name: containerd-run
+              - name: runtime-socket
                 hostPath: {path: %[3]s}
-              - name: containerd-lib
-                hostPath: {path: %[4]s}
   - patch: |-
       apiVersion: apps/v1
       kind: Deployment
@@ -137,7 +134,7 @@ patches:
               - name: controller
                 env:
                   - {name: KUBERNETES_SERVICE_PORT, value: %[2]q}
-`, rel, node.APIServerPort, node.Containerd.StateDir(), node.Containerd.Root())
+`, rel, node.APIServerPort, node.Containerd.StateDir())
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -63,6 +63,14 @@ func TestApply(t *testing.T) {
 		}
 	}
 
+	// Each runtime's overlay changes only the agent's socket: the API
+	// server takes it (a dry run, so the install stays config/default's).
+	for name := range runtimeComponents {
+		if out, err := kubectl(t, cp, "apply", "--dry-run=server", "-k", overlay(t, name)); err != nil || strings.Contains(out, "PodSecurity") {
+			t.Errorf("%s: %v\n%s", name, err, out)
+		}
+	}
+
 	out = mustKubectl(t, cp, "apply", "-k", configDir(t, "default"))
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		if !strings.HasSuffix(line, " unchanged") {

@@ -2,8 +2,11 @@ package deploy
 
 import (
 	"errors"
+	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -15,7 +18,41 @@ import (
 // It needs no API server.
 func render(t *testing.T, dir string) []*unstructured.Unstructured {
 	t.Helper()
-	b, err := exec.Command("kubectl", "kustomize", configDir(t, dir)).CombinedOutput()
+	return renderDir(t, configDir(t, dir))
+}
+
+// runtimeComponents are config/components/runtime-*, each with the socket
+// it points the agent at.
+var runtimeComponents = map[string]string{
+	"runtime-crio":        "/var/run/crio/crio.sock",
+	"runtime-k3s":         "/run/k3s/containerd/containerd.sock",
+	"runtime-cri-dockerd": "/run/cri-dockerd.sock",
+}
+
+// overlay writes an overlay of config/default that uses component, as an
+// operator's would, and returns its folder.
+func overlay(t *testing.T, component string) string {
+	t.Helper()
+	dir := t.TempDir()
+	// kustomize takes bases and components by relative path only.
+	rel := func(name string) string {
+		r, err := filepath.Rel(dir, configDir(t, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	k := fmt.Sprintf("resources: [%s]\ncomponents: [%s]\n", rel("default"), rel(filepath.Join("components", component)))
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// renderDir returns the objects `kubectl kustomize dir` makes.
+func renderDir(t *testing.T, dir string) []*unstructured.Unstructured {
+	t.Helper()
+	b, err := exec.Command("kubectl", "kustomize", dir).CombinedOutput()
 	if err != nil {
 		t.Fatalf("kubectl kustomize %s: %v\n%s", dir, err, b)
 	}

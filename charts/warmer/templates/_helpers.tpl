@@ -17,17 +17,18 @@ helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version }}
 {{- end }}
 
 {{/*
-The runtime's CRI socket and image filesystem on the node, from
-runtime.preset unless set themselves, and what of the socket to mount. The
-paths are the runtimes' defaults; docs/operations.md lists them.
+The runtime's CRI socket on the node, from runtime.preset unless set
+itself, and what of it to mount. The paths are the runtimes' defaults;
+docs/operations.md lists them. Nothing else of the node is mounted: the
+image filesystem's level comes from the kubelet.
 */}}
 {{- define "warmer.runtime" -}}
 {{- $presets := dict
-  "containerd" (dict "socketPath" "/run/containerd/containerd.sock" "imageFsPath" "/var/lib/containerd")
-  "crio" (dict "socketPath" "/var/run/crio/crio.sock" "imageFsPath" "/var/lib/containers/storage")
-  "k3s" (dict "socketPath" "/run/k3s/containerd/containerd.sock" "imageFsPath" "/var/lib/rancher/k3s/agent/containerd")
-  "rke2" (dict "socketPath" "/run/k3s/containerd/containerd.sock" "imageFsPath" "/var/lib/rancher/rke2/agent/containerd")
-  "cri-dockerd" (dict "socketPath" "/run/cri-dockerd.sock" "imageFsPath" "/var/lib/docker")
+  "containerd" (dict "socketPath" "/run/containerd/containerd.sock")
+  "crio" (dict "socketPath" "/var/run/crio/crio.sock")
+  "k3s" (dict "socketPath" "/run/k3s/containerd/containerd.sock")
+  "rke2" (dict "socketPath" "/run/k3s/containerd/containerd.sock")
+  "cri-dockerd" (dict "socketPath" "/run/cri-dockerd.sock")
 }}
 {{- $preset := get $presets .Values.runtime.preset }}
 {{- if not $preset }}
@@ -35,7 +36,6 @@ paths are the runtimes' defaults; docs/operations.md lists them.
 {{- end }}
 {{- $socket := .Values.runtime.socketPath | default $preset.socketPath }}
 socketPath: {{ $socket }}
-imageFsPath: {{ .Values.runtime.imageFsPath | default $preset.imageFsPath }}
 {{- /*
 The socket's folder is mounted rather than the socket, which a restarted
 runtime makes anew; but never all of /run: a socket right in it (as
