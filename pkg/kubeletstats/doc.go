@@ -12,9 +12,10 @@
 //
 // The kubelet's serving certificate is checked against the cluster's CA
 // unless another bundle is given: kubelets whose certificates are signed
-// through the cluster's CSR API (serverTLSBootstrap) pass; self-signed
-// ones need their CA, or skipping verification, which sends the token to
-// whoever answers on the node's address.
+// through the cluster's CSR API (serverTLSBootstrap) pass. A kubelet that
+// signs its own certificate (kubeadm's default) names only its host name
+// in it, so no CA verifies it at the node's address; only skipping
+// verification reads it, which sends the token to whoever answers there.
 //
 // Only the three figures needed are decoded; the Summary API's Go types
 // live in k8s.io/kubelet, a module not worth adding for three fields. The

@@ -1,0 +1,113 @@
+package cluster
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/warmer-dev/warmer/pkg/kubeletstats"
+	"github.com/warmer-dev/warmer/test/testbed"
+)
+
+// TestKubeletStats reads the real kubelet's Summary API with
+// pkg/kubeletstats, as the agent's disk guard does: with a service-account
+// token of the agent's ClusterRole (config/rbac) the kubelet, which asks
+// the API server (webhook authentication and authorization), answers with
+// its image filesystem, the one holding containerd's root; with a token
+// whose account lacks nodes/stats it refuses.
+func TestKubeletStats(t *testing.T) {
+	ns := namespace(t)
+	agent := accountToken(t, ns, "stats-agent", agentRules(t))
+	other := accountToken(t, ns, "stats-other", nil)
+	// This kubelet signs its own serving certificate for its host name
+	// only, as kubeadm's do by default: no CA verifies it at the node's
+	// address, so the agent would run with --kubelet-insecure-tls here.
+	// (pkg/kubeletstats's own tests check the verification.)
+	opts := kubeletstats.Options{Port: node.KubeletPort, InsecureSkipVerify: true}
+	c, err := kubeletstats.New(&rest.Config{BearerToken: agent}, node.IP, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var fs kubeletstats.FsStats
+	// The kubelet has image filesystem figures once its first
+	// housekeeping has run.
+	testbed.Poll(t, time.Second, time.Minute, "the kubelet's image filesystem figures", func() error {
+		fs, err = c.ImageFs(ctx)
+		return err
+	})
+	var st unix.Statfs_t
+	if err := unix.Statfs(node.Containerd.Root(), &st); err != nil {
+		t.Fatal(err)
+	}
+	if want := st.Blocks * uint64(st.Bsize); fs.CapacityBytes != want || fs.AvailableBytes > fs.CapacityBytes {
+		t.Errorf("kubelet image filesystem %+v; the filesystem of containerd's root has %d bytes", fs, want)
+	}
+
+	refused, err := kubeletstats.New(&rest.Config{BearerToken: other}, node.IP, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := refused.ImageFs(ctx); err == nil || !strings.Contains(err.Error(), "403") || !strings.Contains(err.Error(), "stats") {
+		t.Errorf("an account without nodes/stats: %v, want the kubelet's 403 naming the stats subresource", err)
+	}
+}
+
+// agentRules are the rules of config/rbac's agent ClusterRole.
+func agentRules(t *testing.T) []rbacv1.PolicyRule {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(testbed.RepoRoot(t), "config", "rbac", "agent_role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var role rbacv1.ClusterRole
+	if err := yaml.Unmarshal(b, &role); err != nil {
+		t.Fatal(err)
+	}
+	return role.Rules
+}
+
+// accountToken makes a service account in ns, bound to a ClusterRole of
+// rules when there are any, and returns a token of it.
+func accountToken(t *testing.T, ns, name string, rules []rbacv1.PolicyRule) string {
+	t.Helper()
+	ctx := context.Background()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	if err := node.Client.Create(ctx, sa); err != nil {
+		t.Fatal(err)
+	}
+	if rules != nil {
+		role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name}, Rules: rules}
+		binding := &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}},
+		}
+		if err := node.Client.Create(ctx, role); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = node.Client.Delete(context.Background(), role) })
+		if err := node.Client.Create(ctx, binding); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = node.Client.Delete(context.Background(), binding) })
+	}
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}
+	if err := node.Client.SubResource("token").Create(ctx, sa, tr); err != nil {
+		t.Fatalf("requesting a token for %s: %v", name, err)
+	}
+	return tr.Status.Token
+}
