@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -47,8 +47,7 @@ type agentFlags struct {
 	kubelet          kubeletFlags
 }
 
-func (f *agentFlags) bind(fs *flag.FlagSet) {
-	f.commonFlags.bind(fs, ":8080", ":8081")
+func (f *agentFlags) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.nodeName, "node-name", os.Getenv("NODE_NAME"), "Name of the node this agent runs on (default $NODE_NAME; in a DaemonSet, from the downward API).")
 	fs.StringVar(&f.criEndpoint, "container-runtime-endpoint", os.Getenv("CONTAINER_RUNTIME_ENDPOINT"), "CRI endpoint, e.g. unix:///run/containerd/containerd.sock (default $CONTAINER_RUNTIME_ENDPOINT, as crictl reads it); empty: the first of the usual containerd, CRI-O and cri-dockerd sockets found.")
 	fs.DurationVar(&f.criTimeout, "runtime-request-timeout", 2*time.Minute, "Timeout of every CRI call except pulls, which only end by --pull-timeout or cancellation.")
@@ -62,10 +61,11 @@ func (f *agentFlags) bind(fs *flag.FlagSet) {
 	fs.IntVar(&f.diskThreshold, "image-fs-threshold-percent", pullengine.DefaultDiskThresholdPercent, "Start no pull while the image filesystem is fuller than this (the kubelet's image GC starts at 85); 100 turns the guard off.")
 	fs.DurationVar(&f.resync, "resync-period", time.Minute, "Longest time between two checks of the runtime's images, so removed images are pulled again.")
 	fs.Float64Var(&f.statusQPS, "status-update-qps", 0.5, "Token bucket rate of NodeWarm status writes.")
-	fs.BoolVar(&f.perImageEvents, "per-image-events", false, "Also record the kubelet's Pulling and Pulled events for every image (two events per image per node), besides one Warmed event per ImageWarm.")
 	fs.IntVar(&f.statusBurst, "status-update-burst", 5, "Token bucket size of NodeWarm status writes.")
 	fs.DurationVar(&f.progressInterval, "status-progress-interval", 2*time.Second, "Least time between NodeWarm writes while pulls are under way; a settled result is written at once.")
+	fs.BoolVar(&f.perImageEvents, "per-image-events", false, "Also record the kubelet's Pulling and Pulled events for every image (two events per image per node), besides one Warmed event per ImageWarm.")
 	f.kubelet.bind(fs)
+	f.commonFlags.bind(fs, ":8080", ":8081")
 }
 
 func (f *agentFlags) validate() error {

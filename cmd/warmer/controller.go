@@ -1,11 +1,11 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"time"
 
+	"github.com/spf13/pflag"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -22,11 +22,11 @@ type controllerFlags struct {
 	minWriteInterval time.Duration
 }
 
-func (f *controllerFlags) bind(fs *flag.FlagSet) {
-	f.commonFlags.bind(fs, ":8080", ":8081")
+func (f *controllerFlags) bind(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.leaderElect, "leader-elect", true, "Elect a leader among replicas, so only one writes ImageWarm status.")
 	fs.StringVar(&f.leaderNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease; empty: the Pod's own namespace.")
 	fs.DurationVar(&f.minWriteInterval, "min-status-interval", time.Second, "Least time between two status writes of one ImageWarm; the last state is always written.")
+	f.commonFlags.bind(fs, ":8080", ":8081")
 }
 
 func runController(args []string, help io.Writer) error {

@@ -5,8 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -22,12 +24,15 @@ type commonFlags struct {
 	zap         zap.Options
 }
 
-func (c *commonFlags) bind(fs *flag.FlagSet, metricsDefault, probeDefault string) {
+func (c *commonFlags) bind(fs *pflag.FlagSet, metricsDefault, probeDefault string) {
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "Path to a kubeconfig; in a Pod the service account is used.")
 	fs.StringVar(&c.metricsAddr, "metrics-bind-address", metricsDefault, "Address the Prometheus /metrics endpoint listens on; \"0\" turns it off.")
 	fs.StringVar(&c.probeAddr, "health-probe-bind-address", probeDefault, "Address /healthz and /readyz listen on; \"0\" turns them off.")
 	fs.StringVar(&c.pprofAddr, "pprof-bind-address", "0", "Address Go's /debug/pprof profiles listen on, for performance work; \"0\" (the default) turns them off.")
-	c.zap.BindFlags(fs)
+	// controller-runtime binds its zap flags on a standard flag set only.
+	zfs := flag.NewFlagSet("zap", flag.ContinueOnError)
+	c.zap.BindFlags(zfs)
+	fs.AddGoFlagSet(zfs)
 }
 
 // restConfig builds the client configuration and sets up logging.
@@ -46,29 +51,26 @@ func (c *commonFlags) restConfig() (*rest.Config, error) {
 	return cfg, err
 }
 
-// newFlagSet makes a flag set that returns errors instead of printing and
-// exiting: a bad flag is reported in one line, --help prints to help.
-func newFlagSet(name, summary string, help io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+// newFlagSet makes a flag set of --flags, as every Kubernetes component
+// takes them, that returns errors instead of printing and exiting: a bad
+// flag is reported in one line, --help prints to help.
+func newFlagSet(name, summary string, help io.Writer) *pflag.FlagSet {
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	// The flag package calls Usage on every error too; only --help prints.
+	// pflag calls Usage on every error too; only --help prints.
 	fs.Usage = func() {}
-	helpers[fs] = func() {
-		fs.SetOutput(help)
-		fmt.Fprintf(help, "%s\n\nFlags:\n", summary)
-		fs.PrintDefaults()
-		fs.SetOutput(io.Discard)
-	}
+	fs.SortFlags = false // in the order bind declares them: by topic
+	helpers[fs] = func() { fmt.Fprintf(help, "%s\n\nFlags:\n%s", summary, fs.FlagUsages()) }
 	return fs
 }
 
 // helpers print each flag set's help.
-var helpers = map[*flag.FlagSet]func(){}
+var helpers = map[*pflag.FlagSet]func(){}
 
 // parse parses args; a bad flag becomes a usageError.
-func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+func parse(fs *pflag.FlagSet, args []string) error {
+	if err := fs.Parse(longFlags(fs, args)); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
 			helpers[fs]()
 			return err
 		}
@@ -78,6 +80,26 @@ func parse(fs *flag.FlagSet, args []string) error {
 		return usagef("unexpected argument %q", fs.Arg(0))
 	}
 	return nil
+}
+
+// longFlags rewrites -name and -name=value, the spellings Go's flag package
+// accepted before warmer took pflag, to --name: pflag would read them as
+// shorthand letters. Only names fs defines are rewritten, so a typo is
+// still reported, and nothing after a "--" is touched.
+func longFlags(fs *pflag.FlagSet, args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = a
+		if a == "--" {
+			copy(out[i:], args[i:])
+			break
+		}
+		name, _, _ := strings.Cut(strings.TrimPrefix(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") && len(name) > 1 && fs.Lookup(name) != nil {
+			out[i] = "-" + a
+		}
+	}
+	return out
 }
 
 func positive(name string, d time.Duration) error {

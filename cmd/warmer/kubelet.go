@@ -2,10 +2,10 @@ package main
 
 import (
 	"context"
-	"flag"
 	"os"
 	"sync/atomic"
 
+	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -24,7 +24,7 @@ type kubeletFlags struct {
 	insecure bool
 }
 
-func (k *kubeletFlags) bind(fs *flag.FlagSet) {
+func (k *kubeletFlags) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&k.address, "kubelet-address", os.Getenv("HOST_IP"), "Address of this node's kubelet, whose /stats/summary gives the image filesystem's level to the disk guard (default $HOST_IP; in a DaemonSet, status.hostIP from the downward API). Empty: the guard measures the runtime's image filesystem with statfs, which needs that path visible to the agent.")
 	fs.IntVar(&k.port, "kubelet-port", kubeletstats.DefaultPort, "HTTPS port of the kubelet.")
 	fs.StringVar(&k.caFile, "kubelet-certificate-authority", "", "PEM bundle that signs the kubelet's serving certificate; empty: the cluster's CA, as for the API server.")

@@ -6,11 +6,11 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 
+	"github.com/spf13/pflag"
 	ctrl "sigs.k8s.io/controller-runtime"
 )
 
@@ -56,7 +56,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	var ue usageError
 	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
+	case err == nil, errors.Is(err, pflag.ErrHelp):
 		return 0
 	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "warmer %s: %v\n", args[0], err)
