@@ -25,6 +25,8 @@
 //     digest.
 //   - puller.go, serial.go, parallel.go: how many pulls run at once.
 //   - queue.go: which pull is next (priority, then arrival).
+//   - repo.go: one pull per repository at a time, so that one image named
+//     by tag and by digest is pulled once.
 //   - throttle.go: registry QPS/burst as a decorator of the image service.
 //   - backoff.go: per-image exponential back-off keyed on reference and
 //     credentials.
@@ -40,7 +42,10 @@
 //
 // One job per normalised reference: "nginx", "library/nginx" and
 // "docker.io/library/nginx:latest" share one pull, reported under the
-// spelling first requested. Credentials are tried most specific first, the
+// spelling first requested; "nginx:1.27@sha256:..." and "nginx@sha256:..."
+// share one too. A tag and a digest of one image are two jobs, but pulls of
+// one repository run one at a time, tag first, and the digest's job then
+// finishes from the runtime's record without a PullImage call (repo.go). Credentials are tried most specific first, the
 // next only after an Unauthorized; with none, the pull is anonymous.
 // AuthConfig.ServerAddress is left empty (containerd rejects a bare
 // host:port). Back-off applies to runtime failures, not to cancellations,

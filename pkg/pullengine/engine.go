@@ -30,6 +30,7 @@ type Engine struct {
 	wake    *sync.Cond // signalled when the queue grows or the engine stops
 	queue   jobQueue
 	jobs    map[string]*job   // queued or running, by normalised reference
+	repos   map[string]*repo  // of the jobs, by repository name
 	last    map[string]Result // last finished pull, by normalised reference
 	seq     uint64
 	ctx     context.Context // Start's: the parent of every pull
@@ -51,6 +52,7 @@ func New(svc ImageService, opts Options) *Engine {
 		timeout:  opts.PullTimeout,
 		metrics:  newMetrics(opts.Registerer),
 		jobs:     map[string]*job{},
+		repos:    map[string]*repo{},
 		last:     map[string]Result{},
 		log:      logr.Discard(),
 	}
@@ -95,22 +97,19 @@ func (e *Engine) logger() logr.Logger {
 	return e.log
 }
 
-// next hands the Puller the highest-priority queued job, blocking until
-// there is one or the engine stops.
+// next hands the Puller the highest-priority queued job whose repository
+// has no pull under way, blocking until there is one or the engine stops.
 func (e *Engine) next() (func(), bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for len(e.queue) == 0 && !e.stopped {
-		e.wake.Wait()
-	}
-	if e.stopped {
+	j, siblings := e.popRunnableLocked()
+	if j == nil {
 		return nil, false
 	}
-	j := heap.Pop(&e.queue).(*job)
 	e.metrics.pullsQueued.Dec()
 	ctx, cancel := context.WithCancelCause(e.ctx)
 	j.running, j.cancel = true, cancel
-	return func() { e.run(ctx, j) }, true
+	return func() { e.run(ctx, j, siblings) }, true
 }
 
 // Enqueue asks for req's image to be pulled and says where it stands. An
@@ -119,37 +118,112 @@ func (e *Engine) next() (func(), bool) {
 // credentials is not queued at all. Invalid references and a full disk are
 // answered at once, without a job.
 func (e *Engine) Enqueue(ctx context.Context, req Request) Status {
-	ref, err := ParseReference(req.Image)
-	if err != nil {
-		return e.invalid(req.Image, err)
+	return e.submit(ctx, []Request{req}, false)[0]
+}
+
+// Sync makes the set of images to pull exactly reqs: each is enqueued (see
+// Enqueue), and queued or running pulls of any other image are cancelled,
+// and results of other images forgotten. Pass every image that should be
+// pulling now (missing, or due a refresh); one already present need not be
+// passed. It returns the status of each request, in order; for the same
+// image twice, the later request's priority wins. The requests enter the
+// queue together, so the first pull to start is the one that comes first
+// among all of them, and an image named by tag and by digest in one Sync
+// is pulled once (see repo.go).
+func (e *Engine) Sync(ctx context.Context, reqs []Request) []Status {
+	out := e.submit(ctx, reqs, true)
+	e.backoff.gc()
+	return out
+}
+
+// admitted is a request that passed the checks made outside the lock.
+type admitted struct {
+	req   Request
+	ref   Reference
+	creds []Credential
+}
+
+// submit queues reqs in one step under the lock, so that no pull starts
+// between two of them; with exclusive, jobs and results of images not in
+// reqs are dropped in the same step.
+func (e *Engine) submit(ctx context.Context, reqs []Request, exclusive bool) []Status {
+	out := make([]Status, len(reqs))
+	ok := make([]admitted, len(reqs))
+	for i, req := range reqs {
+		ref, err := ParseReference(req.Image)
+		if err != nil {
+			out[i] = e.invalid(req.Image, err)
+			continue
+		}
+		if u, blocked := e.guard.check(ctx); blocked {
+			out[i] = e.diskBlocked(req.Image, ref, u)
+			continue
+		}
+		ok[i] = admitted{req: req, ref: ref, creds: req.Keyring.Lookup(ref)}
 	}
-	if u, blocked := e.guard.check(ctx); blocked {
-		return e.diskBlocked(req.Image, ref, u)
-	}
-	creds := req.Keyring.Lookup(ref)
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	key := ref.String()
-	bkey := backoffKey(key, creds)
+	for i, a := range ok {
+		if !a.ref.IsZero() {
+			out[i] = e.enqueueLocked(a)
+		}
+	}
+	var dropped []*job
+	if exclusive {
+		dropped = e.dropOthersLocked(out)
+	}
+	e.wake.Signal()
+	e.mu.Unlock()
+	for _, j := range dropped {
+		e.finishCanceled(j)
+	}
+	return out
+}
+
+// enqueueLocked queues one admitted request, or merges it into its image's
+// job.
+func (e *Engine) enqueueLocked(a admitted) Status {
+	key := a.ref.String()
+	bkey := backoffKey(key, a.creds)
 	if j, ok := e.jobs[key]; ok {
 		if j.notWanted {
 			// Still stopping after a cancel: queue a successor for when
 			// it has.
-			j.successor = e.newJob(ref, req, creds, bkey)
-			return Status{Image: req.Image, Ref: key, State: StateQueued}
+			j.successor = e.newJob(a.ref, a.req, a.creds, bkey)
+			return Status{Image: a.req.Image, Ref: key, State: StateQueued}
 		}
-		e.update(j, req, creds)
+		e.update(j, a.req, a.creds)
 		return j.status()
 	}
 	if until, ok := e.backoff.retryAt(bkey); ok {
-		return Status{Image: req.Image, Ref: key, State: StateBackOff, RetryAt: until, Last: e.lastCopy(key)}
+		return Status{Image: a.req.Image, Ref: key, State: StateBackOff, RetryAt: until, Last: e.lastCopy(key)}
 	}
-	j := e.newJob(ref, req, creds, bkey)
-	e.jobs[key] = j
-	heap.Push(&e.queue, j)
-	e.metrics.pullsQueued.Inc()
-	e.wake.Signal()
+	j := e.newJob(a.ref, a.req, a.creds, bkey)
+	e.addJobLocked(j)
 	return j.status()
+}
+
+// dropOthersLocked cancels the jobs and forgets the results of every image
+// not among statuses, returning the queued jobs it removed for the caller
+// to report outside the lock.
+func (e *Engine) dropOthersLocked(statuses []Status) []*job {
+	want := make(map[string]bool, len(statuses))
+	for _, s := range statuses {
+		want[s.Ref] = true
+	}
+	var dropped []*job
+	for key := range e.jobs {
+		if !want[key] {
+			if j, _ := e.cancelLocked(key); j != nil {
+				dropped = append(dropped, j)
+			}
+		}
+	}
+	for key := range e.last {
+		if !want[key] {
+			delete(e.last, key)
+		}
+	}
+	return dropped
 }
 
 // update refreshes a queued job with the latest request for its image.
@@ -159,7 +233,9 @@ func (e *Engine) update(j *job, req Request, creds []Credential) {
 	}
 	j.priority, j.timeout = req.Priority, e.timeoutOf(req)
 	j.creds, j.backoffKey = creds, backoffKey(j.ref.String(), creds)
-	heap.Fix(&e.queue, j.index)
+	if j.index >= 0 { // not parked behind its repository's pull
+		heap.Fix(&e.queue, j.index)
+	}
 }
 
 // Cancel drops image's queued pull or cancels its running one, and forgets
@@ -192,43 +268,6 @@ func (e *Engine) cancelLocked(key string) (*job, bool) {
 		j.cancel(errNotWanted)
 		return nil, true
 	}
-	heap.Remove(&e.queue, j.index)
-	e.metrics.pullsQueued.Dec()
-	delete(e.jobs, key)
+	e.removeQueuedLocked(j)
 	return j, true
-}
-
-// Sync makes the set of images to pull exactly reqs: each is enqueued (see
-// Enqueue), and queued or running pulls of any other image are cancelled,
-// and results of other images forgotten. Pass every image that should be
-// pulling now (missing, or due a refresh); one already present need not be
-// passed. It returns the status of each request, in order; for the same
-// image twice, the later request's priority wins.
-func (e *Engine) Sync(ctx context.Context, reqs []Request) []Status {
-	out := make([]Status, len(reqs))
-	want := make(map[string]bool, len(reqs))
-	for i, r := range reqs {
-		out[i] = e.Enqueue(ctx, r)
-		want[out[i].Ref] = true
-	}
-	var dropped []*job
-	e.mu.Lock()
-	for key := range e.jobs {
-		if !want[key] {
-			if j, _ := e.cancelLocked(key); j != nil {
-				dropped = append(dropped, j)
-			}
-		}
-	}
-	for key := range e.last {
-		if !want[key] {
-			delete(e.last, key)
-		}
-	}
-	e.mu.Unlock()
-	for _, j := range dropped {
-		e.finishCanceled(j)
-	}
-	e.backoff.gc()
-	return out
 }

@@ -2,6 +2,7 @@ package pullengine
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -28,6 +29,7 @@ type fakeImageService struct {
 	fsInfo      *runtimeapi.ImageFsInfoResponse
 	fsErr       error
 	started     chan string // receives each ref as its PullImage starts
+	statusCalls []string    // ImageStatus calls, in order
 }
 
 // fakePull records one PullImage call; auth is nil for anonymous.
@@ -88,19 +90,34 @@ func (f *fakeImageService) PullImage(ctx context.Context, ref string, auth *runt
 		return "", err
 	}
 	f.mu.Lock()
-	img := &runtimeapi.Image{Id: "sha256:id-" + ref, RepoTags: []string{ref}, Size: 42 << 20}
-	if r, perr := ParseReference(ref); perr == nil {
-		img.RepoDigests = []string{r.Name() + "@" + digestA}
+	// As containerd records them: a pull by tag records the tag and the
+	// digest it resolved to (always digestA here), one by digest only the
+	// digest.
+	img := &runtimeapi.Image{Id: "sha256:id-" + ref, Size: 42 << 20}
+	if r, perr := ParseReference(ref); perr == nil && r.Digest() != "" {
+		img.RepoDigests = []string{ref}
+	} else if perr == nil {
+		img.RepoTags, img.RepoDigests = []string{ref}, []string{r.Name() + "@" + digestA}
 	}
 	f.images["sha256:id-"+ref] = img
 	f.mu.Unlock()
 	return "sha256:id-" + ref, nil
 }
 
+// ImageStatus finds an image by ID, repo tag or repo digest.
 func (f *fakeImageService) ImageStatus(_ context.Context, ref string) (*runtimeapi.Image, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.images[ref], nil
+	f.statusCalls = append(f.statusCalls, ref)
+	if img, ok := f.images[ref]; ok {
+		return img, nil
+	}
+	for _, img := range f.images {
+		if slices.Contains(img.GetRepoTags(), ref) || slices.Contains(img.GetRepoDigests(), ref) {
+			return img, nil
+		}
+	}
+	return nil, nil
 }
 
 func (f *fakeImageService) ListImages(context.Context) ([]*runtimeapi.Image, error) {

@@ -1,9 +1,5 @@
 package pullengine
 
-import (
-	"container/heap"
-)
-
 // backsOff reports whether a failed result should delay the next attempt.
 // Cancellations say nothing about the image, and an invalid name never
 // reaches the runtime. Neither does a pull the disk guard refused: it waits
@@ -30,6 +26,7 @@ func (e *Engine) finish(j *job, res Result) {
 	key := j.ref.String()
 	e.mu.Lock()
 	delete(e.jobs, key)
+	e.endPullLocked(j, res)
 	switch {
 	case res.Succeeded():
 		e.backoff.reset(j.backoffKey)
@@ -42,11 +39,9 @@ func (e *Engine) finish(j *job, res Result) {
 		e.last[key] = res
 	}
 	if n := j.successor; n != nil {
-		e.jobs[key] = n
-		heap.Push(&e.queue, n)
-		e.metrics.pullsQueued.Inc()
-		e.wake.Signal()
+		e.addJobLocked(n)
 	}
+	e.wake.Signal()
 	e.mu.Unlock()
 	e.report(res)
 }
@@ -62,6 +57,8 @@ func (e *Engine) report(res Result) {
 	e.metrics.observe(res)
 	logger := e.logger().WithValues("image", res.Image, "ref", res.Ref, "attempts", res.Attempts, "duration", res.Duration)
 	switch {
+	case res.Succeeded() && res.Attempts == 0:
+		logger.V(1).Info("Image brought by another pull of its repository", "imageRef", res.ImageRef)
 	case res.Succeeded():
 		logger.Info("Pulled image", "imageRef", res.ImageRef, "size", res.Size)
 	case res.Class == ClassCanceled:

@@ -56,10 +56,15 @@ func (j *job) status() Status {
 	return s
 }
 
-// run pulls under the job's timeout and reports the outcome. A full disk
-// ends the job before it is announced as started.
-func (e *Engine) run(ctx context.Context, j *job) {
+// run pulls under the job's timeout and reports the outcome. A job whose
+// image a sibling pulled (see repo.go) and one a full disk stops end
+// before they are announced as started.
+func (e *Engine) run(ctx context.Context, j *job, siblings []string) {
 	defer j.cancel(nil)
+	if res, ok := e.pulledBySibling(ctx, j, siblings); ok {
+		e.finish(j, res)
+		return
+	}
 	if u, blocked := e.guard.check(ctx); blocked {
 		e.finish(j, Result{Image: j.ref.Original(), Ref: j.ref.String(), Class: ClassDiskPressure, Message: e.guard.message(u)})
 		return

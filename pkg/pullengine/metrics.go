@@ -124,8 +124,10 @@ func (m *metrics) observe(res Result) {
 	switch {
 	case res.Succeeded():
 		m.pullsTotal.WithLabelValues(resultSuccess, "").Inc()
-		m.pullDuration.WithLabelValues(sizeBand(res.Size)).Observe(res.Duration.Seconds())
-		m.pulledBytes.Add(float64(res.Size))
+		if res.Attempts > 0 { // not brought by a sibling's pull (repo.go)
+			m.pullDuration.WithLabelValues(sizeBand(res.Size)).Observe(res.Duration.Seconds())
+			m.pulledBytes.Add(float64(res.Size))
+		}
 	case res.Class == ClassCanceled:
 		m.pullsTotal.WithLabelValues(resultCanceled, string(res.Class)).Inc()
 	default:

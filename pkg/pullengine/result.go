@@ -31,7 +31,9 @@ type Result struct {
 	// Message explains a failure, at most MaxMessageBytes long; it never
 	// holds credentials.
 	Message string
-	// Attempts counts PullImage calls (one per credential candidate tried).
+	// Attempts counts PullImage calls (one per credential candidate
+	// tried); 0 for a success without one, when another pull of the
+	// repository brought the image (a digest pulled by its tag).
 	Attempts int
 	// RetryAt is when back-off lets this image be pulled again; zero when
 	// there is no back-off.

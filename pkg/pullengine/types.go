@@ -73,7 +73,9 @@ type Status struct {
 // from its own goroutines, outside its locks: implementations must be safe
 // for concurrent use and quick (enqueue work, record an event).
 type Listener interface {
-	// PullStarted is called when a pull leaves the queue and starts.
+	// PullStarted is called when a pull leaves the queue and starts. A job
+	// whose image another pull of its repository brought, or that a full
+	// disk stops, finishes without it.
 	PullStarted(ref Reference)
 	// PullFinished is called once per job with its outcome, cancelled
 	// jobs included.
