@@ -83,9 +83,9 @@ func kustomizeWith(t *testing.T, base string, components ...string) []*unstructu
 func kustomize(t *testing.T, dir string) []*unstructured.Unstructured {
 	t.Helper()
 	path := filepath.Join(testbed.RepoRoot(t), "config", dir)
-	b, err := exec.Command("kubectl", "kustomize", path).Output()
+	b, err := exec.Command("kubectl", "kustomize", path).CombinedOutput()
 	if err != nil {
-		t.Fatalf("kubectl kustomize %s: %v", path, err)
+		t.Fatalf("kubectl kustomize %s: %v\n%s", path, err, b)
 	}
 	return decode(t, "kubectl kustomize "+dir, string(b))
 }

@@ -2,12 +2,16 @@ package chart
 
 import (
 	"fmt"
+	"maps"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"sort"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/warmer-dev/warmer/test/testbed"
 )
 
 // helmLabels are the labels the chart adds to the metadata of every object
@@ -73,12 +77,33 @@ func TestChartPodMonitorsMatchConfigPrometheus(t *testing.T) {
 	compare(t, "config/prometheus", want, monitors(helmTemplate(t, namespace, "--set", "podMonitor.enabled=true")))
 }
 
+// runtimeComponents are the chart's runtime presets other than the
+// default, each with the component of config/components that sets up the
+// same runtime on config/default (k3s and RKE2 share one).
+var runtimeComponents = map[string]string{
+	"crio":        "runtime-crio",
+	"k3s":         "runtime-k3s",
+	"rke2":        "runtime-k3s",
+	"cri-dockerd": "runtime-cri-dockerd",
+}
+
 // TestChartPresetsMatchComponents checks that each runtime preset renders
 // the agent DaemonSet that config/default renders with the matching
-// config/components/runtime-* in an overlay: the two install paths support
-// the same runtimes the same way.
+// config/components/runtime-* in an overlay, and that every such component
+// has a preset: the two install paths support the same runtimes the same
+// way.
 func TestChartPresetsMatchComponents(t *testing.T) {
-	for preset, component := range map[string]string{"crio": "runtime-crio", "k3s": "runtime-k3s", "rke2": "runtime-k3s", "cri-dockerd": "runtime-cri-dockerd"} {
+	dirs, err := filepath.Glob(filepath.Join(testbed.RepoRoot(t), "config", "components", "runtime-*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dirs {
+		if !slices.Contains(slices.Collect(maps.Values(runtimeComponents)), filepath.Base(d)) {
+			t.Errorf("config/components/%s has no runtime preset in the chart", filepath.Base(d))
+		}
+	}
+	for _, preset := range sortedKeys(runtimeComponents) {
+		component := runtimeComponents[preset]
 		t.Run(preset, func(t *testing.T) {
 			want := daemonSets(kustomizeWith(t, "default", "components/"+component))
 			got := daemonSets(helmTemplate(t, namespace, "--set", "runtime.preset="+preset))
@@ -171,10 +196,10 @@ func diff(want, got any, path string) []string {
 	}
 	wl, wIsList := want.([]any)
 	gl, gIsList := got.([]any)
-	if wIsList && gIsList && len(wl) == len(gl) {
+	if wIsList && gIsList {
 		var out []string
-		for i := range wl {
-			out = append(out, diff(wl[i], gl[i], fmt.Sprintf("%s[%d]", path, i))...)
+		for i := range max(len(wl), len(gl)) {
+			out = append(out, diff(at(wl, i), at(gl, i), fmt.Sprintf("%s[%d]", path, i))...)
 		}
 		return out
 	}
@@ -182,6 +207,14 @@ func diff(want, got any, path string) []string {
 		return nil
 	}
 	return []string{fmt.Sprintf("%s: config/ has %s, the chart %s", path, show(want), show(got))}
+}
+
+// at is l[i], or nil past its end.
+func at(l []any, i int) any {
+	if i < len(l) {
+		return l[i]
+	}
+	return nil
 }
 
 // show prints a value of either side, or says it is absent.

@@ -167,8 +167,9 @@ func TestValues(t *testing.T) {
 	if pod["priorityClassName"] != "warm" {
 		t.Errorf("priorityClassName %v", pod["priorityClassName"])
 	}
-	if sel, _, _ := unstructured.NestedStringMap(pod, "nodeSelector"); sel["pool"] != "web" {
-		t.Errorf("nodeSelector %v lacks pool=web", sel)
+	// A key set is added to the default selector, which keeps Linux.
+	if sel, _, _ := unstructured.NestedStringMap(pod, "nodeSelector"); sel["pool"] != "web" || sel["kubernetes.io/os"] != "linux" {
+		t.Errorf("nodeSelector %v, want pool=web and kubernetes.io/os=linux", sel)
 	}
 	if tols, _, _ := unstructured.NestedSlice(pod, "tolerations"); len(tols) != 1 || tols[0].(map[string]any)["key"] != "dedicated" {
 		t.Errorf("tolerations %v, want only the one set", tols)
