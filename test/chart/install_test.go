@@ -38,10 +38,11 @@ func TestLint(t *testing.T) {
 
 // TestInstall installs the chart on a real kube-apiserver, as a user would,
 // into a namespace other than config/'s: first server-side dry runs (every
-// object validated and admitted, nothing stored), then for real. The admission policy
-// must then hold the agent of that namespace to its own node's NodeWarm,
-// and helm uninstall must remove every cluster-scoped object. No kubelet
-// runs here, so the workloads get no Pods; test/cluster runs them.
+// object validated and admitted, nothing stored), then for real. The
+// admission policy must then hold the agent of that namespace to its own
+// node's NodeWarm, an upgrade must reach the cluster, and helm uninstall
+// must remove every object. No kubelet runs here, so the workloads get no
+// Pods; test/cluster runs them.
 func TestInstall(t *testing.T) {
 	const ns = "ops"
 	cp := testbed.StartControlPlane(t)
@@ -82,6 +83,16 @@ func TestInstall(t *testing.T) {
 		}
 	}
 	checkPolicy(t, cp, ns)
+
+	// An upgrade with a changed value reaches the cluster, the CRDs
+	// included (they are templates of the release).
+	if _, err := cp.Helm(t, "upgrade", release, chartDir(t), "--namespace", ns, "--set", "controller.replicas=1"); err != nil {
+		t.Fatal(err)
+	}
+	var deploy appsv1.Deployment
+	if err := cp.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "warmer-controller"}, &deploy); err != nil || deploy.Spec.Replicas == nil || *deploy.Spec.Replicas != 1 {
+		t.Errorf("after helm upgrade --set controller.replicas=1: %v, replicas %v", err, deploy.Spec.Replicas)
+	}
 
 	if _, err := cp.Helm(t, "uninstall", release, "--namespace", ns, "--wait"); err != nil {
 		t.Fatal(err)
