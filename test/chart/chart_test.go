@@ -6,16 +6,12 @@
 package chart
 
 import (
-	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/warmer-dev/warmer/test/testbed"
 )
@@ -41,7 +37,7 @@ func helmTemplate(t *testing.T, ns string, flags ...string) []*unstructured.Unst
 	if err != nil {
 		t.Fatal(err)
 	}
-	return decode(t, "helm template", out)
+	return testbed.DecodeObjects(t, "helm template", out)
 }
 
 // templateOutput is helm template's output, or its error.
@@ -76,38 +72,13 @@ func kustomizeWith(t *testing.T, base string, components ...string) []*unstructu
 	if err != nil {
 		t.Fatalf("kubectl kustomize %s with %v: %v\n%s", base, components, err, b)
 	}
-	return decode(t, "kubectl kustomize", string(b))
+	return testbed.DecodeObjects(t, "kubectl kustomize", string(b))
 }
 
 // kustomize renders a folder under config/ as kubectl kustomize does.
 func kustomize(t *testing.T, dir string) []*unstructured.Unstructured {
 	t.Helper()
-	path := filepath.Join(testbed.RepoRoot(t), "config", dir)
-	b, err := exec.Command("kubectl", "kustomize", path).CombinedOutput()
-	if err != nil {
-		t.Fatalf("kubectl kustomize %s: %v\n%s", path, err, b)
-	}
-	return decode(t, "kubectl kustomize "+dir, string(b))
-}
-
-// decode splits a YAML stream into objects, skipping empty documents.
-func decode(t *testing.T, what, stream string) []*unstructured.Unstructured {
-	t.Helper()
-	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(stream), 4096)
-	var objs []*unstructured.Unstructured
-	for {
-		u := &unstructured.Unstructured{}
-		err := dec.Decode(&u.Object)
-		if errors.Is(err, io.EOF) {
-			return objs
-		}
-		if err != nil {
-			t.Fatalf("decoding %s: %v", what, err)
-		}
-		if len(u.Object) > 0 {
-			objs = append(objs, u)
-		}
-	}
+	return testbed.Kustomize(t, filepath.Join(testbed.RepoRoot(t), "config", dir))
 }
 
 // id names an object by kind, namespace and name.

@@ -201,7 +201,7 @@ func TestDefaultTagIsAppVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	meta := decode(t, "helm show chart", out)
+	meta := testbed.DecodeObjects(t, "helm show chart", out)
 	if len(meta) != 1 {
 		t.Fatalf("helm show chart: %d documents", len(meta))
 	}

@@ -1,17 +1,14 @@
 package deploy
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/warmer-dev/warmer/test/testbed"
 )
 
 // render returns the objects `kubectl kustomize` makes of a config folder.
@@ -52,26 +49,7 @@ func overlay(t *testing.T, component string) string {
 // renderDir returns the objects `kubectl kustomize dir` makes.
 func renderDir(t *testing.T, dir string) []*unstructured.Unstructured {
 	t.Helper()
-	b, err := exec.Command("kubectl", "kustomize", dir).CombinedOutput()
-	if err != nil {
-		t.Fatalf("kubectl kustomize %s: %v\n%s", dir, err, b)
-	}
-	out := string(b)
-	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(out), 4096)
-	var objs []*unstructured.Unstructured
-	for {
-		u := &unstructured.Unstructured{}
-		err := dec.Decode(&u.Object)
-		if errors.Is(err, io.EOF) {
-			return objs
-		}
-		if err != nil {
-			t.Fatalf("decoding kubectl kustomize %s: %v", dir, err)
-		}
-		if len(u.Object) > 0 {
-			objs = append(objs, u)
-		}
-	}
+	return testbed.Kustomize(t, dir)
 }
 
 // ids names objects as Kind/name, sorted by the caller's order.
