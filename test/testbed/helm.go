@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 )
 
 // Helm returns the path of the helm CLI that hack/install-helm.sh built
@@ -17,16 +18,32 @@ import (
 // to get it.
 func Helm(t TB) string {
 	t.Helper()
-	script := filepath.Join(RepoRoot(t), "hack", "install-helm.sh")
-	out, err := exec.Command(script, "--check").Output()
+	helmOnce.Do(func() { helmPath, helmErr = findHelm(RepoRoot(t)) })
+	if helmErr != nil {
+		t.Fatalf("helm is needed for this test and is not built: run `make testbed` (hack/install-helm.sh builds it into the cache): %v", helmErr)
+	}
+	return helmPath
+}
+
+// The helm binary, looked up once per test binary.
+var (
+	helmOnce sync.Once
+	helmPath string
+	helmErr  error
+)
+
+// findHelm asks hack/install-helm.sh, without letting it build, for the
+// folder of the cached helm.
+func findHelm(repo string) (string, error) {
+	out, err := exec.Command(filepath.Join(repo, "hack", "install-helm.sh"), "--check").Output()
 	if err != nil {
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {
 			err = errors.New(strings.TrimSpace(string(exit.Stderr)))
 		}
-		t.Fatalf("helm is needed for this test and is not built: run `make testbed` (hack/install-helm.sh builds it into the cache): %v", err)
+		return "", err
 	}
-	return filepath.Join(strings.TrimSpace(string(out)), "helm")
+	return filepath.Join(strings.TrimSpace(string(out)), "helm"), nil
 }
 
 // RunHelm runs the cached helm CLI (see Helm) with args and returns what it
