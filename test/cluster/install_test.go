@@ -57,6 +57,8 @@ func TestKustomizeInstall(t *testing.T) {
 
 	kubectl(t, "apply", "-k", layer)
 	waitWorkloads(t)
+	checkAgentReadySoon(t)
+	checkImageFsFromKubelet(t)
 	kubectl(t, "apply", "-k", samples)
 	for _, name := range []string{"base", "web"} {
 		waitImageWarmReady(t, name)
@@ -92,9 +94,10 @@ func importWarmerImage(t *testing.T) {
 }
 
 // bedLayer writes, in a temporary folder, the layer over testdata/overlay
-// that only this run knows: the API server's port and the node's
-// containerd state directory (its socket's folder), which the agent mounts
-// where a node has /run/containerd. It returns the folder, for kubectl -k.
+// that only this run knows: the API server's port, the node's containerd
+// state directory (its socket's folder), which the agent mounts where a
+// node has /run/containerd, and the kubelet's port. It returns the folder,
+// for kubectl -k.
 func bedLayer(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -123,6 +126,14 @@ patches:
             volumes:
               - name: runtime-socket
                 hostPath: {path: %[3]s}
+  # The bed's kubelet listens on a port of its own, with a certificate it
+  # signed itself for its host name only (kubeadm's default): the agent
+  # reads it there without verifying (docs/operations.md, the image
+  # filesystem's level).
+  - target: {kind: DaemonSet, name: warmer-agent}
+    patch: |-
+      - {op: add, path: /spec/template/spec/containers/0/args/-, value: "--kubelet-port=%[4]d"}
+      - {op: add, path: /spec/template/spec/containers/0/args/-, value: --kubelet-insecure-tls}
   - patch: |-
       apiVersion: apps/v1
       kind: Deployment
@@ -134,7 +145,7 @@ patches:
               - name: controller
                 env:
                   - {name: KUBERNETES_SERVICE_PORT, value: %[2]q}
-`, rel, node.APIServerPort, node.Containerd.StateDir())
+`, rel, node.APIServerPort, node.Containerd.StateDir(), node.KubeletPort)
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
 		t.Fatal(err)
 	}

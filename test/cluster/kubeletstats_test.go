@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,11 +13,14 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/pkg/kubeletstats"
 	"github.com/warmer-dev/warmer/test/testbed"
 )
@@ -110,4 +114,28 @@ func accountToken(t *testing.T, ns, name string, rules []rbacv1.PolicyRule) stri
 		t.Fatalf("requesting a token for %s: %v", name, err)
 	}
 	return tr.Status.Token
+}
+
+// checkImageFsFromKubelet checks the installed agent's NodeWarm: it reports
+// the image filesystem's size, which it can only have from the kubelet (it
+// mounts nothing of it), and the DiskPressure condition is known.
+func checkImageFsFromKubelet(t *testing.T) {
+	t.Helper()
+	var st unix.Statfs_t
+	if err := unix.Statfs(node.Containerd.Root(), &st); err != nil {
+		t.Fatal(err)
+	}
+	capacity := int64(st.Blocks) * st.Bsize
+	testbed.Poll(t, time.Second, 2*time.Minute, "the NodeWarm's image filesystem from the kubelet", func() error {
+		var nw warmv1.NodeWarm
+		if err := node.Client.Get(context.Background(), client.ObjectKey{Name: node.Name}, &nw); err != nil {
+			return err
+		}
+		fs := nw.Status.ImageFilesystem
+		c := meta.FindStatusCondition(nw.Status.Conditions, "DiskPressure")
+		if fs == nil || fs.CapacityBytes != capacity || c == nil || c.Status != metav1.ConditionFalse {
+			return fmt.Errorf("image filesystem %+v, DiskPressure %+v; want capacity %d and False", fs, c, capacity)
+		}
+		return nil
+	})
 }
