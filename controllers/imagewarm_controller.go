@@ -30,12 +30,18 @@ type ImageWarmReconciler struct {
 	// lists all Nodes and NodeWarms); SetupWithManager sets the manager's
 	// client when it is nil.
 	Client client.Client
-	// MinWriteInterval is the least time between two status writes of one
-	// ImageWarm; DefaultMinWriteInterval when zero. A change that comes
-	// sooner is written when the interval is over, never dropped.
+	// MinWriteInterval is the least time between two progress writes of
+	// one ImageWarm's status; DefaultMinWriteInterval when zero. A change
+	// that comes sooner is written when the interval is over, never
+	// dropped; a status that settles (no node pulling or yet to report) is
+	// written at once.
 	MinWriteInterval time.Duration
+	// AggregateInterval is the least time between two aggregations of one
+	// ImageWarm after a short burst; DefaultAggregateInterval when zero.
+	// It bounds the work of a fleet reporting on one ImageWarm.
+	AggregateInterval time.Duration
 
-	limiter *writeLimiter
+	pacer *statusPacer
 }
 
 // The controller's RBAC is written by hand in
@@ -48,11 +54,14 @@ func (r *ImageWarmReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Client == nil {
 		r.Client = mgr.GetClient()
 	}
-	interval := r.MinWriteInterval
+	interval, aggregate := r.MinWriteInterval, r.AggregateInterval
 	if interval <= 0 {
 		interval = DefaultMinWriteInterval
 	}
-	r.limiter = newWriteLimiter(interval, time.Now)
+	if aggregate <= 0 {
+		aggregate = DefaultAggregateInterval
+	}
+	r.pacer = newStatusPacer(interval, aggregate, time.Now)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("imagewarm").
 		// Our own status writes need no reconcile; spec changes,
@@ -64,15 +73,16 @@ func (r *ImageWarmReconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // Reconcile recomputes one ImageWarm's status from every matching node's
-// report and writes it when it changed, at most once per MinWriteInterval.
+// report, at most a few times a second, and writes it when it changed: at
+// once when it settled, else at most once per MinWriteInterval.
 func (r *ImageWarmReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	iw, err := r.imageWarm(ctx, req.NamespacedName)
 	if err != nil || iw == nil {
 		return ctrl.Result{}, err
 	}
-	// Deferring before aggregating also bounds the work an ImageWarm
-	// costs while a thousand agents report on it.
-	if wait := r.limiter.wait(req.NamespacedName); wait > 0 {
+	// Pacing the aggregation bounds the work an ImageWarm costs while a
+	// thousand agents report on it.
+	if wait := r.pacer.aggregateWait(req.NamespacedName); wait > 0 {
 		imageWarmStatusWrites.WithLabelValues(statusDeferred).Inc()
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}

@@ -26,8 +26,9 @@ import (
 )
 
 // testWriteInterval is the reconciler's MinWriteInterval in the envtest
-// suite: short, to keep the suite fast, long enough to measure.
-const testWriteInterval = 500 * time.Millisecond
+// suite: short, to keep the suite fast, and long enough that a write made
+// at once is told from one that waited for the interval on a busy machine.
+const testWriteInterval = 2 * time.Second
 
 // TestImageWarmController runs the status controller against a real API
 // server, with NodeWarms written by hand as agents would write them.
@@ -146,31 +147,40 @@ func TestImageWarmController(t *testing.T) {
 		}
 	})
 
-	t.Run("writes are rate-limited, the last state is written", func(t *testing.T) {
+	t.Run("progress is rate-limited, the result is written", func(t *testing.T) {
 		w := e.watch(t)
 		const flips = 16
 		start := time.Now()
 		for i := range flips {
+			// busybox comes and goes while app pulls: every report
+			// changes the counts, and none settles.
 			state := warmv1.ImagePulling
 			if i%2 == 1 {
-				state = warmv1.ImagePresent // the last flip
+				state = warmv1.ImagePresent
 			}
-			e.putReport("iw-a2", iwWebAt(2), iwImg(nginx, warmv1.ImagePresent), iwImg(app, state), iwImg("busybox", warmv1.ImagePresent))
-			time.Sleep(100 * time.Millisecond)
+			e.putReport("iw-a2", iwWebAt(2), iwImg(nginx, warmv1.ImagePresent), iwImg(app, warmv1.ImagePulling), iwImg("busybox", state))
+			time.Sleep(250 * time.Millisecond)
 		}
+		e.putReport("iw-a2", iwWebAt(2), iwImg(nginx, warmv1.ImagePresent), iwImg(app, warmv1.ImagePresent), iwImg("busybox", warmv1.ImagePresent))
 		e.waitFor(t, func(st warmv1.ImageWarmStatus) error {
 			return iwCounts(st, warmv1.NodeCounts{Matching: 2, Ready: 2})
 		})
-		time.Sleep(2 * testWriteInterval)
+		time.Sleep(testWriteInterval + time.Second)
 		writes := w.count()
-		limit := int(time.Since(start)/testWriteInterval) + 1
-		t.Logf("%d status writes for %d report changes in %v", writes, flips, time.Since(start).Round(time.Millisecond))
+		// One progress write per interval and one at the start, and the
+		// result.
+		limit := int(time.Since(start)/testWriteInterval) + 2
+		t.Logf("%d status writes for %d report changes in %v", writes, flips+1, time.Since(start).Round(time.Millisecond))
 		if writes > limit {
-			t.Errorf("%d status writes, more than one per %v (%d)", writes, testWriteInterval, limit)
+			t.Errorf("%d status writes, more than one per %v and the result (%d)", writes, testWriteInterval, limit)
 		}
 		if writes < 2 {
-			t.Errorf("only %d status writes for %d changes", writes, flips)
+			t.Errorf("only %d status writes for %d changes", writes, flips+1)
 		}
+	})
+
+	t.Run("a one-node warm is Ready as its last report comes, in three writes", func(t *testing.T) {
+		testOneNodeWarm(t, cp)
 	})
 
 	t.Run("deletion drops the metric series", func(t *testing.T) {
@@ -187,6 +197,53 @@ func TestImageWarmController(t *testing.T) {
 			return nil
 		})
 	})
+}
+
+// testOneNodeWarm plays BenchmarkTimeToWarm's warm against the controller:
+// one node, ten images, an agent that writes its NodeWarm twice (under way,
+// done). The report that all is present comes right after the controller's
+// progress write; Ready must follow it at once, not an interval later, and
+// the warm must cost at most three status writes (the first, one of
+// progress, the result).
+func testOneNodeWarm(t *testing.T, cp *testbed.ControlPlane) {
+	cp.CreateNode(t, "iw-c1", map[string]string{"zone": "c"})
+	e := &iwEnv{t: t, cp: cp, key: client.ObjectKey{Namespace: "default", Name: "solo"}}
+	iw := &warmv1.ImageWarm{ObjectMeta: metav1.ObjectMeta{Namespace: e.key.Namespace, Name: e.key.Name}}
+	iw.Spec.NodeSelector = iwZone("c")
+	for i := range 10 {
+		iw.Spec.Images = append(iw.Spec.Images, warmv1.ImageReference(fmt.Sprintf("registry.example:5000/perf/ten%d:v1", i)))
+	}
+	if err := cp.Client.Create(t.Context(), iw); err != nil {
+		t.Fatal(err)
+	}
+	w := e.watchFrom(t, iw.ResourceVersion)
+	report := func(state warmv1.ImageState) {
+		var imgs []warmv1.NodeImage
+		for _, img := range iw.Spec.Images {
+			imgs = append(imgs, iwImg(string(img), state))
+		}
+		e.putReport("iw-c1", []warmv1.WarmRef{{Namespace: e.key.Namespace, Name: e.key.Name, Generation: 1}}, imgs...)
+	}
+
+	w.next(t, "the first status", func(st warmv1.ImageWarmStatus) bool { return st.Nodes.NotReporting == 1 })
+	report(warmv1.ImagePulling)
+	progressAt := w.next(t, "the progress write", func(st warmv1.ImageWarmStatus) bool { return st.Nodes.Pulling == 1 })
+	report(warmv1.ImagePresent)
+	reportedAt := time.Now()
+	readyAt := w.next(t, "Ready", func(st warmv1.ImageWarmStatus) bool {
+		return meta.IsStatusConditionTrue(st.Conditions, warmv1.ConditionReady)
+	})
+	t.Logf("Ready %v after the last report, %v after the progress write", readyAt.Sub(reportedAt).Round(time.Millisecond),
+		readyAt.Sub(progressAt).Round(time.Millisecond))
+	// Spaced like progress, Ready could not come before the interval
+	// after the progress write; half of it leaves room for a busy machine.
+	if d := readyAt.Sub(progressAt); d >= testWriteInterval/2 {
+		t.Errorf("Ready written %v after the progress write: it waited for the %v interval", d, testWriteInterval)
+	}
+	time.Sleep(testWriteInterval + time.Second) // a write after the result would be counted
+	if n := w.count(); n > 3 {
+		t.Errorf("%d status writes for a one-node warm, want at most 3", n)
+	}
 }
 
 // startImageWarmController runs a manager with only the status controller,
@@ -311,31 +368,71 @@ func (e *iwEnv) startKubectlWait(t *testing.T) func() {
 	}
 }
 
-// statusWrites counts the ImageWarm's modifications from a watch.
-type statusWrites struct{ n chan int }
+// statusWrites counts the ImageWarm's modifications from a watch, and
+// passes each on, stamped with the time it came, to next.
+type statusWrites struct {
+	n       chan int
+	changes chan iwChange
+}
+
+// iwChange is one modification of the ImageWarm, as the watch delivered it.
+type iwChange struct {
+	at time.Time
+	st warmv1.ImageWarmStatus
+}
 
 func (e *iwEnv) watch(t *testing.T) *statusWrites {
+	t.Helper()
+	return e.watchFrom(t, e.get().ResourceVersion)
+}
+
+// watchFrom watches the ImageWarm's modifications after resourceVersion rv.
+func (e *iwEnv) watchFrom(t *testing.T, rv string) *statusWrites {
 	t.Helper()
 	wc, err := client.NewWithWatch(e.cp.Config, client.Options{Scheme: testbed.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	w, err := wc.Watch(t.Context(), &warmv1.ImageWarmList{}, client.InNamespace(e.key.Namespace),
-		client.MatchingFields{"metadata.name": e.key.Name}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: e.get().ResourceVersion}})
+		client.MatchingFields{"metadata.name": e.key.Name}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sw := &statusWrites{n: make(chan int, 1)}
+	sw := &statusWrites{n: make(chan int, 1), changes: make(chan iwChange, 100)}
 	sw.n <- 0
 	go func() {
 		for ev := range w.ResultChan() {
-			if ev.Type == watch.Modified {
-				sw.n <- <-sw.n + 1
+			iw, ok := ev.Object.(*warmv1.ImageWarm)
+			if ev.Type != watch.Modified || !ok {
+				continue
+			}
+			at := time.Now()
+			sw.n <- <-sw.n + 1
+			select {
+			case sw.changes <- iwChange{at: at, st: iw.Status}:
+			default: // nobody reads them
 			}
 		}
 	}()
 	t.Cleanup(w.Stop)
 	return sw
+}
+
+// next waits for the first modification whose status satisfies ok and
+// returns when it came.
+func (w *statusWrites) next(t *testing.T, what string, ok func(warmv1.ImageWarmStatus) bool) time.Time {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case c := <-w.changes:
+			if ok(c.st) {
+				return c.at
+			}
+		case <-timeout:
+			t.Fatalf("%s: not written within 30s", what)
+		}
+	}
 }
 
 func (w *statusWrites) count() int {

@@ -34,7 +34,7 @@ func (r *ImageWarmReconciler) imageWarm(ctx context.Context, key types.Namespace
 // forget drops the write history and the metric series of a deleted
 // ImageWarm.
 func (r *ImageWarmReconciler) forget(key types.NamespacedName) {
-	r.limiter.forget(key)
+	r.pacer.forget(key)
 	forgetImageWarmNodes(key.Namespace, key.Name)
 }
 

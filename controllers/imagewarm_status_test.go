@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 )
@@ -378,40 +377,6 @@ func TestCutStatusMessage(t *testing.T) {
 		if len(s) > warmv1.MaxMessageLength && len(got) < warmv1.MaxMessageLength-utf8.UTFMax {
 			t.Errorf("cut %d bytes to %d", len(s), len(got))
 		}
-	}
-}
-
-func TestWriteLimiter(t *testing.T) {
-	now := time.Unix(1000, 0)
-	l := newWriteLimiter(time.Second, func() time.Time { return now })
-	a, b := types.NamespacedName{Namespace: "ns", Name: "a"}, types.NamespacedName{Namespace: "ns", Name: "b"}
-	if w := l.wait(a); w != 0 {
-		t.Fatalf("first write waits %v", w)
-	}
-	l.wrote(a)
-	now = now.Add(300 * time.Millisecond)
-	if w := l.wait(a); w != 700*time.Millisecond {
-		t.Errorf("wait = %v, want 700ms", w)
-	}
-	if w := l.wait(b); w != 0 {
-		t.Errorf("another ImageWarm waits %v", w)
-	}
-	now = now.Add(700 * time.Millisecond)
-	if w := l.wait(a); w != 0 {
-		t.Errorf("wait after the interval = %v", w)
-	}
-	if len(l.last) != 0 {
-		t.Errorf("expired entries kept: %v", l.last)
-	}
-	l.wrote(b)
-	l.forget(b)
-	if w := l.wait(b); w != 0 {
-		t.Errorf("forgotten ImageWarm waits %v", w)
-	}
-	var nilLimiter *writeLimiter
-	nilLimiter.wrote(a)
-	if w := nilLimiter.wait(a); w != 0 {
-		t.Errorf("nil limiter waits %v", w)
 	}
 }
 

@@ -3,12 +3,10 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -20,7 +18,9 @@ import (
 // the cache is about to catch up with whatever won.
 const conflictRetry = 200 * time.Millisecond
 
-// writeStatus writes status unless it equals iw's. The update carries iw's
+// writeStatus writes status unless it equals iw's, when the pacer lets it
+// (a settled result at once, progress once per MinWriteInterval), else
+// requeues for that time. The update carries iw's
 // resourceVersion, so a status computed from a stale ImageWarm is refused
 // rather than written over a newer one. It is a whole update, not a merge
 // patch: a patch computed from the cached copy leaves out zero counts the
@@ -31,6 +31,10 @@ func (r *ImageWarmReconciler) writeStatus(ctx context.Context, iw *warmv1.ImageW
 		return ctrl.Result{}, nil
 	}
 	key := client.ObjectKeyFromObject(iw)
+	if wait := r.pacer.writeWait(key, &iw.Status, &status); wait > 0 {
+		imageWarmStatusWrites.WithLabelValues(statusDeferred).Inc()
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
 	iw = iw.DeepCopy()
 	iw.Status = status
 	err := r.Client.Status().Update(ctx, iw)
@@ -46,66 +50,10 @@ func (r *ImageWarmReconciler) writeStatus(ctx context.Context, iw *warmv1.ImageW
 		imageWarmStatusWrites.WithLabelValues(statusError).Inc()
 		return ctrl.Result{}, fmt.Errorf("writing the status of ImageWarm %s: %w", key, err)
 	}
-	r.limiter.wrote(key)
+	r.pacer.wrote(key)
 	imageWarmStatusWrites.WithLabelValues(statusWritten).Inc()
 	log.FromContext(ctx).V(1).Info("Wrote ImageWarm status", "matching", status.Nodes.Matching,
 		"ready", status.Nodes.Ready, "pulling", status.Nodes.Pulling, "failed", status.Nodes.Failed,
 		"notReporting", status.Nodes.NotReporting)
 	return ctrl.Result{}, nil
-}
-
-// writeLimiter spaces the status writes of each ImageWarm at least interval
-// apart. It remembers the last write of each for one interval; a nil writeLimiter never
-// defers.
-type writeLimiter struct {
-	interval time.Duration
-	now      func() time.Time
-
-	mu   sync.Mutex
-	last map[types.NamespacedName]time.Time
-}
-
-func newWriteLimiter(interval time.Duration, now func() time.Time) *writeLimiter {
-	return &writeLimiter{interval: interval, now: now, last: map[types.NamespacedName]time.Time{}}
-}
-
-// wait is how long key's next write must wait; zero when it may go now.
-func (l *writeLimiter) wait(key types.NamespacedName) time.Duration {
-	if l == nil {
-		return 0
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	last, ok := l.last[key]
-	if !ok {
-		return 0
-	}
-	wait := last.Add(l.interval).Sub(l.now())
-	if wait <= 0 {
-		// Past the interval the entry says nothing; dropping it keeps the
-		// map as small as the set of recently written ImageWarms.
-		delete(l.last, key)
-		return 0
-	}
-	return wait
-}
-
-// wrote records a write of key, now.
-func (l *writeLimiter) wrote(key types.NamespacedName) {
-	if l == nil {
-		return
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.last[key] = l.now()
-}
-
-// forget drops key, whose ImageWarm is gone.
-func (l *writeLimiter) forget(key types.NamespacedName) {
-	if l == nil {
-		return
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.last, key)
 }

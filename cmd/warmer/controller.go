@@ -25,7 +25,7 @@ type controllerFlags struct {
 func (f *controllerFlags) bind(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.leaderElect, "leader-elect", true, "Elect a leader among replicas, so only one writes ImageWarm status.")
 	fs.StringVar(&f.leaderNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease; empty: the Pod's own namespace.")
-	fs.DurationVar(&f.minWriteInterval, "min-status-interval", time.Second, "Least time between two status writes of one ImageWarm; the last state is always written.")
+	fs.DurationVar(&f.minWriteInterval, "min-status-interval", time.Second, "Least time between two progress writes of one ImageWarm's status; a settled result (no node pulling or yet to report) is written at once, and the last state always is.")
 	f.commonFlags.bind(fs, ":8080", ":8081")
 }
 

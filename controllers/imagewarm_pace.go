@@ -1,0 +1,173 @@
+package controllers
+
+import (
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+
+	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+)
+
+// DefaultAggregateInterval is the least time between two aggregations of one
+// ImageWarm once its short burst is spent; MinWriteInterval when that is
+// shorter.
+const DefaultAggregateInterval = 100 * time.Millisecond
+
+// aggregateBurst is how many aggregations of one ImageWarm may follow each
+// other without the interval. A few let the report that ends a warm be
+// folded at once even when a progress write was folded just before it;
+// under a fleet's stream of reports the interval holds.
+const aggregateBurst = 3
+
+// statusPacer decides, per ImageWarm, when the controller may fold the
+// agents' reports and when it may write the result. Folding is a token
+// bucket, so a thousand agents reporting on one ImageWarm cost a few
+// aggregations a second, not one per report. Writing is where a result and
+// progress part: a status that settles (see writeWait) goes out at once,
+// progress at most once per interval. A nil statusPacer never defers.
+type statusPacer struct {
+	interval  time.Duration // least time between two progress writes
+	aggregate time.Duration // least time between two aggregations after the burst
+	now       func() time.Time
+
+	mu    sync.Mutex
+	warms map[types.NamespacedName]*paceState
+}
+
+// paceState is what the pacer knows of one ImageWarm.
+type paceState struct {
+	folds *rate.Limiter
+	// writes holds the times of the last write and of the last write made
+	// before the interval was over because the status settled.
+	writes writeHistory
+}
+
+// writeHistory is when an ImageWarm's status was last written, and when a
+// settled status was last written early; zero when never.
+type writeHistory struct {
+	last, early time.Time
+}
+
+func newStatusPacer(interval, aggregate time.Duration, now func() time.Time) *statusPacer {
+	return &statusPacer{interval: interval, aggregate: min(aggregate, interval), now: now,
+		warms: map[types.NamespacedName]*paceState{}}
+}
+
+// aggregateWait takes one of key's aggregation tokens and returns zero, or,
+// when none is left, returns how long until one is.
+func (p *statusPacer) aggregateWait(key types.NamespacedName) time.Duration {
+	if p == nil {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	s := p.state(key)
+	if s.folds.AllowN(now, 1) {
+		return 0
+	}
+	missing := 1 - s.folds.TokensAt(now)
+	return time.Duration(missing * float64(p.aggregate))
+}
+
+// writeWait is how long key must wait before next, aggregated from the
+// cluster, may replace written, its current status: zero when it may be
+// written now.
+func (p *statusPacer) writeWait(key types.NamespacedName, written, next *warmv1.ImageWarmStatus) time.Duration {
+	if p == nil {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return writeDelay(written, next, p.state(key).writes, p.now(), p.interval)
+}
+
+// wrote records a status write of key, now.
+func (p *statusPacer) wrote(key types.NamespacedName) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	s := p.state(key)
+	if now.Sub(s.writes.last) < p.interval {
+		s.writes.early = now
+	}
+	s.writes.last = now
+}
+
+// forget drops key, whose ImageWarm is gone.
+func (p *statusPacer) forget(key types.NamespacedName) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.warms, key)
+}
+
+// state is key's entry, made when missing. Entries live until their
+// ImageWarm is deleted: one small struct per ImageWarm, beside the
+// ImageWarm itself in the manager's cache. The caller holds mu.
+func (p *statusPacer) state(key types.NamespacedName) *paceState {
+	s, ok := p.warms[key]
+	if !ok {
+		s = &paceState{folds: rate.NewLimiter(rate.Every(p.aggregate), aggregateBurst)}
+		p.warms[key] = s
+	}
+	return s
+}
+
+// writeDelay decides when next may replace written, the status on the
+// server, given the ImageWarm's write history: zero to write now. Progress
+// waits until interval after the last write. A settled status that is a new
+// result (see newResult) is written at once, unless another settled status
+// was written early within the interval: then it waits its turn like
+// progress. So a status that flaps between progress and a result is still
+// written at most twice per interval, and a warm that ends is reported as it
+// ends.
+func writeDelay(written, next *warmv1.ImageWarmStatus, h writeHistory, now time.Time, interval time.Duration) time.Duration {
+	wait := h.last.Add(interval).Sub(now)
+	if wait <= 0 {
+		return 0
+	}
+	if newResult(written, next) && now.Sub(h.early) >= interval {
+		return 0
+	}
+	return wait
+}
+
+// settled says whether st is a result rather than progress: it was
+// aggregated (it has a generation), every matching node has reported on
+// that generation, and no node is pulling or waiting to pull. A fleet where
+// some nodes are done and others still pull is not settled; one where every
+// node is either warm or failed is.
+func settled(st *warmv1.ImageWarmStatus) bool {
+	return st.ObservedGeneration > 0 && st.Nodes.Pulling == 0 && st.Nodes.NotReporting == 0
+}
+
+// newResult says whether next is settled and tells the user something the
+// written status does not: written was progress, or was a result for another
+// generation, or its Ready or Degraded condition says otherwise. Settled
+// statuses that differ only in counts (a node removed from a warm fleet) are
+// not new results: they are spaced like progress, so a fleet being scaled
+// down does not cost a write per node.
+func newResult(written, next *warmv1.ImageWarmStatus) bool {
+	switch {
+	case !settled(next):
+		return false
+	case !settled(written), written.ObservedGeneration != next.ObservedGeneration:
+		return true
+	}
+	for _, t := range [...]string{warmv1.ConditionReady, warmv1.ConditionDegraded} {
+		a, b := meta.FindStatusCondition(written.Conditions, t), meta.FindStatusCondition(next.Conditions, t)
+		if a == nil || b == nil || a.Status != b.Status || a.Reason != b.Reason {
+			return true
+		}
+	}
+	return false
+}
