@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -147,12 +148,16 @@ func tuneGC() {
 }
 
 // connectCRI connects to the runtime, retrying while it does not answer:
-// on a booting node the agent may start before containerd.
+// on a booting node the agent may start before containerd. A malformed
+// --container-runtime-endpoint is reported at once: no retry cures it.
 func connectCRI(ctx context.Context, endpoint string, timeout time.Duration) (*criclient.Client, error) {
 	for delay := time.Second; ; delay = min(2*delay, 30*time.Second) {
 		cri, err := criclient.New(ctx, criclient.Config{Endpoint: endpoint, Timeout: timeout})
-		if err == nil {
+		switch {
+		case err == nil:
 			return cri, nil
+		case errors.Is(err, criclient.ErrInvalidEndpoint):
+			return nil, usageError{fmt.Errorf("--container-runtime-endpoint: %w", err)}
 		}
 		ctrl.Log.Error(err, "Container runtime not reachable; retrying", "endpoint", endpoint, "in", delay)
 		select {

@@ -71,4 +71,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 // usageError is a bad flag or argument.
 type usageError struct{ error }
 
+// Unwrap exposes the cause, for errors.Is.
+func (u usageError) Unwrap() error { return u.error }
+
 func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }

@@ -2,8 +2,14 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/warmer-dev/warmer/pkg/criclient"
 )
 
 // TestUsage checks that bad usage exits 2 with one line naming the problem,
@@ -56,5 +62,26 @@ func TestUsage(t *testing.T) {
 				t.Errorf("output lacks %q:\n%s", c.want, got)
 			}
 		})
+	}
+}
+
+// TestMalformedEndpointNotRetried checks that a malformed
+// --container-runtime-endpoint ends the agent at once as bad usage, while
+// a socket that is not there yet is waited for (until the context ends).
+func TestMalformedEndpointNotRetried(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := connectCRI(ctx, "tcp://127.0.0.1:1", time.Second)
+	var ue usageError
+	if !errors.As(err, &ue) || !errors.Is(err, criclient.ErrInvalidEndpoint) || time.Since(start) > 5*time.Second {
+		t.Fatalf("connectCRI(tcp://...) = %v after %v, want a usage error at once", err, time.Since(start))
+	}
+
+	short, cancelShort := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancelShort()
+	missing := "unix://" + filepath.Join(t.TempDir(), "absent.sock")
+	if _, err := connectCRI(short, missing, time.Second); err == nil || errors.As(err, &ue) || short.Err() == nil {
+		t.Fatalf("connectCRI(%s) = %v, want it retried until the context ended", missing, err)
 	}
 }

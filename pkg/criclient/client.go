@@ -2,7 +2,6 @@ package criclient
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -10,7 +9,9 @@ import (
 	"github.com/go-logr/logr"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -169,7 +170,7 @@ func (c *Client) PullImage(ctx context.Context, ref string, auth *runtimeapi.Aut
 		return "", wrap("PullImage", err)
 	}
 	if resp.GetImageRef() == "" {
-		return "", &Error{Op: "PullImage", Kind: ErrRuntime, Err: errors.New("runtime reported success without an image reference")}
+		return "", wrap("PullImage", status.Error(codes.Internal, "runtime reported success without an image reference"))
 	}
 	return resp.GetImageRef(), nil
 }
@@ -198,7 +199,7 @@ func (c *Client) ImageFsInfo(ctx context.Context) (*runtimeapi.ImageFsInfoRespon
 // prefix, so it can name whichever image happens to be alone on the node.
 func checkRef(op, ref string) error {
 	if strings.TrimSpace(ref) == "" {
-		return &Error{Op: op, Kind: ErrInvalidArgument, Err: ErrEmptyReference}
+		return wrap(op, errEmptyReference)
 	}
 	return nil
 }

@@ -2,12 +2,14 @@ package criclient_test
 
 import (
 	"context"
-	"errors"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/warmer-dev/warmer/pkg/criclient"
 	"github.com/warmer-dev/warmer/test/testbed"
@@ -188,34 +190,35 @@ func checkImageFs(t *testing.T, c *criclient.Client, ctdDir string) {
 	}
 }
 
-// checkErrors checks that containerd's refusals map to the sentinels the
-// engine and the agent rely on.
+// checkErrors checks the gRPC codes containerd's refusals carry, which the
+// engine classifies by.
 func checkErrors(t *testing.T, c *criclient.Client, reg *testbed.Registry) {
 	t.Helper()
 	tests := []struct {
 		name string
 		call func(context.Context) error
-		want error
+		want codes.Code
 	}{
-		{"missing tag", pull(c, reg.Ref("test/small:nope")), criclient.ErrNotFound},
-		{"missing repository", pull(c, reg.Ref("test/none:v1")), criclient.ErrNotFound},
+		{"missing tag", pull(c, reg.Ref("test/small:nope")), codes.NotFound},
+		{"missing repository", pull(c, reg.Ref("test/none:v1")), codes.NotFound},
 		// containerd says Unknown for a bad name: only the message tells.
-		{"malformed reference", pull(c, reg.Ref("Test/UPPER:v1")), criclient.ErrRuntime},
-		{"empty reference to PullImage", pull(c, " "), criclient.ErrEmptyReference},
-		{"empty reference to ImageStatus", func(ctx context.Context) error { _, err := c.ImageStatus(ctx, ""); return err }, criclient.ErrEmptyReference},
-		{"empty reference to RemoveImage", func(ctx context.Context) error { return c.RemoveImage(ctx, "") }, criclient.ErrEmptyReference},
+		{"malformed reference", pull(c, reg.Ref("Test/UPPER:v1")), codes.Unknown},
+		// Refused by the client before any call.
+		{"empty reference to PullImage", pull(c, " "), codes.InvalidArgument},
+		{"empty reference to ImageStatus", func(ctx context.Context) error { _, err := c.ImageStatus(ctx, ""); return err }, codes.InvalidArgument},
+		{"empty reference to RemoveImage", func(ctx context.Context) error { return c.RemoveImage(ctx, "") }, codes.InvalidArgument},
 		{"cancelled pull", func(ctx context.Context) error {
 			ctx, cancel := context.WithCancel(ctx)
 			cancel()
 			_, err := c.PullImage(ctx, reg.Ref("test/small:v1"), nil)
 			return err
-		}, criclient.ErrCanceled},
+		}, codes.Canceled},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := tt.call(testContext(t))
-			if !errors.Is(err, tt.want) {
-				t.Fatalf("got %v, want %v", err, tt.want)
+			if err == nil || status.Code(err) != tt.want {
+				t.Fatalf("got %v (code %v), want code %v", err, status.Code(err), tt.want)
 			}
 		})
 	}
@@ -229,7 +232,7 @@ func pull(c *criclient.Client, ref string) func(context.Context) error {
 }
 
 // TestClientWhenContainerdStops checks that every call reports
-// ErrUnavailable while containerd is down, whether it stopped or crashed,
+// Unavailable while containerd is down, whether it stopped or crashed,
 // and that the same client works again once containerd is back: the agent
 // keeps one client across runtime restarts (upgrades, crashes).
 func TestClientWhenContainerdStops(t *testing.T) {
@@ -243,8 +246,8 @@ func TestClientWhenContainerdStops(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.stop()
 			checkUnavailable(t, c)
-			if _, err := criclient.New(testContext(t), criclient.Config{Endpoint: ctd.Endpoint, Timeout: 5 * time.Second}); !errors.Is(err, criclient.ErrUnavailable) {
-				t.Errorf("New on a stopped runtime: %v, want ErrUnavailable", err)
+			if _, err := criclient.New(testContext(t), criclient.Config{Endpoint: ctd.Endpoint, Timeout: 5 * time.Second}); status.Code(err) != codes.Unavailable {
+				t.Errorf("New on a stopped runtime: %v, want Unavailable", err)
 			}
 			ctd.Start()
 			waitVersion(t, c)
@@ -266,11 +269,10 @@ func checkUnavailable(t *testing.T, c *criclient.Client) {
 	}
 	for name, call := range calls {
 		err := call(testContext(t))
-		if !errors.Is(err, criclient.ErrUnavailable) {
-			t.Errorf("%s on a stopped runtime: %v, want ErrUnavailable", name, err)
+		if status.Code(err) != codes.Unavailable {
+			t.Errorf("%s on a stopped runtime: %v, want Unavailable", name, err)
 		}
-		var cerr *criclient.Error
-		if !errors.As(err, &cerr) || cerr.Op != name {
+		if err == nil || !strings.HasPrefix(err.Error(), name+": ") {
 			t.Errorf("%s: error %v does not name its call", name, err)
 		}
 	}

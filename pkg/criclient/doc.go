@@ -1,7 +1,7 @@
 // Package criclient is the agent's client for a node's CRI image service
 // (containerd, CRI-O, cri-dockerd): socket discovery, one gRPC connection
 // checked with Version at start, a timeout on every call except PullImage,
-// and errors normalised into sentinel errors usable with errors.Is.
+// and errors that keep the runtime's gRPC status and name the call.
 //
 // # Why the generated client and not k8s.io/cri-client
 //

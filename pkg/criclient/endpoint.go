@@ -33,7 +33,7 @@ func Discover(candidates []string) (string, error) {
 			return "unix://" + p, nil
 		}
 	}
-	return "", fmt.Errorf("%w (tried %s)", ErrNoEndpoint, strings.Join(candidates, ", "))
+	return "", fmt.Errorf("%w (tried %s)", errNoEndpoint, strings.Join(candidates, ", "))
 }
 
 // dialerFor resolves an endpoint ("unix:///path" or "/path") to a socket

@@ -40,8 +40,8 @@ type Result struct {
 	RetryAt time.Time
 	// Finished is when the job ended.
 	Finished time.Time
-	// Err is the underlying error, for errors.Is (e.g. criclient
-	// sentinels); nil on success. Its text is not bounded: show Message.
+	// Err is the underlying error (the runtime's gRPC status, for
+	// status.Code); nil on success. Its text is not bounded: show Message.
 	Err error
 }
 
