@@ -14,6 +14,7 @@ RUN go mod download
 COPY api/ api/
 COPY cmd/ cmd/
 COPY controllers/ controllers/
+COPY internal/ internal/
 COPY pkg/ pkg/
 # Static (no libc in the final image), reproducible paths, stamped version.
 RUN CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \

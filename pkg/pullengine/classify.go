@@ -9,6 +9,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	crierrors "k8s.io/cri-api/pkg/errors"
+
+	"github.com/warmer-dev/warmer/internal/truncate"
 )
 
 // Class is the stable, machine-readable reason of a pull outcome, worded
@@ -146,7 +148,7 @@ func Message(err error) string {
 		return ""
 	}
 	_, msg := statusOf(err)
-	return truncate(msg, MaxMessageBytes)
+	return truncate.String(msg, MaxMessageBytes)
 }
 
 // scrub blanks image names out of msg. Only names with a slash are used:

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/warmer-dev/warmer/internal/truncate"
 )
 
 // Secret types and data keys of image pull secrets, as plain strings: this
@@ -126,7 +128,7 @@ func jsonError(err error) error {
 // quoteKey shows a registry key in an error, bounded in length and without
 // any "user:password@" a careless key may carry.
 func quoteKey(k string) string {
-	return fmt.Sprintf("%q", truncate(redactUserinfo(k), 256))
+	return fmt.Sprintf("%q", truncate.String(redactUserinfo(k), 256))
 }
 
 func redactUserinfo(k string) string {

@@ -1,9 +1,6 @@
 package pullengine
 
-import (
-	"time"
-	"unicode/utf8"
-)
+import "time"
 
 // MaxMessageBytes bounds Result.Message: runtimes can return whole HTML
 // error pages from registries, and the message ends up in object status.
@@ -47,16 +44,3 @@ type Result struct {
 
 // Succeeded reports whether the pull succeeded.
 func (r Result) Succeeded() bool { return r.Class == "" }
-
-// truncate cuts s to at most n bytes on a rune boundary, marking the cut.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	const mark = "…"
-	cut := n - len(mark)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + mark
-}

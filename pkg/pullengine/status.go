@@ -3,6 +3,8 @@ package pullengine
 import (
 	"context"
 	"fmt"
+
+	"github.com/warmer-dev/warmer/internal/truncate"
 )
 
 // Status says where image stands, and false when the engine knows nothing
@@ -58,7 +60,7 @@ func (e *Engine) lastCopy(key string) *Result {
 // invalid answers a request whose reference does not parse. The runtime
 // is not called: it would only say the same, later.
 func (e *Engine) invalid(image string, err error) Status {
-	res := Result{Image: image, Class: ClassInvalidImageName, Message: truncate(err.Error(), MaxMessageBytes),
+	res := Result{Image: image, Class: ClassInvalidImageName, Message: truncate.String(err.Error(), MaxMessageBytes),
 		Err: err, Finished: e.clock.Now()}
 	return Status{Image: image, State: StateFailed, Last: &res}
 }

@@ -108,7 +108,7 @@ func copySource(t *testing.T, root string) string {
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("cp", "-a", "--parents", "go.mod", "go.sum", "api", "cmd", "controllers", "pkg", dst)
+	cmd := exec.Command("cp", "-a", "--parents", "go.mod", "go.sum", "api", "cmd", "controllers", "internal", "pkg", dst)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("copying the source: %v\n%s", err, out)
