@@ -3,7 +3,9 @@
 # sources: containerd (with its CRI plugin), docker-registry and prometheus
 # (the server that scrapes the agents in test/monitoring), and for the real
 # node (test/cluster) runc, the CNI plugins, iptables and conntrack, from the
-# distribution's packages. Skips what is already installed.
+# distribution's packages; and a C compiler with libc's headers, which
+# go test -race needs (cgo) for the test binaries and for the warmer binary
+# the tests build with -race. Skips what is already installed.
 set -euo pipefail
 
 missing=()
@@ -14,6 +16,8 @@ command -v runc >/dev/null || missing+=(runc)
 [ -x /usr/lib/cni/loopback ] || missing+=(containernetworking-plugins)
 command -v iptables >/dev/null || missing+=(iptables)
 command -v conntrack >/dev/null || missing+=(conntrack)
+command -v gcc >/dev/null || missing+=(gcc)
+[ -e /usr/include/stdlib.h ] || missing+=(libc6-dev)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" != 0 ]; then

@@ -16,7 +16,8 @@ type Process struct {
 }
 
 // StartProcess runs argv as a child process, logging to a file in a fresh
-// directory, and stops it at cleanup.
+// directory, and stops it at cleanup. A race report in its log (a binary
+// built with -race, see BuildWarmer) then fails the test.
 func StartProcess(t TB, name string, argv ...string) *Process {
 	t.Helper()
 	dir := shortDir(t, "proc")
@@ -25,7 +26,10 @@ func StartProcess(t TB, name string, argv ...string) *Process {
 		t.Fatal(err)
 	}
 	pr := &Process{p: p}
-	t.Cleanup(func() { pr.Stop() })
+	t.Cleanup(func() {
+		pr.Stop()
+		checkRaces(t, name, pr.LogPath())
+	})
 	return pr
 }
 
@@ -54,7 +58,9 @@ var (
 )
 
 // BuildWarmer compiles cmd/warmer once per test binary and returns the
-// path of the executable. It is removed when the test binary exits.
+// path of the executable. It is removed when the test binary exits. When the
+// test binary runs under the race detector, so does the warmer binary, and
+// StartProcess fails the test on a race report in its log.
 func BuildWarmer(t TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -65,8 +71,13 @@ func BuildWarmer(t TB) string {
 		}
 		guardDir(dir)
 		buildPath = filepath.Join(dir, "warmer")
-		cmd := exec.Command("go", "build", "-o", buildPath, "./cmd/warmer")
+		cmd := exec.Command("go", warmerBuildArgs(buildPath)...)
 		cmd.Dir = RepoRoot(t)
+		if raceEnabled {
+			// -race needs cgo (and a C compiler); the environment may
+			// have turned it off for the release build.
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+		}
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("building cmd/warmer: %w\n%s", err, out)
 		}
@@ -75,4 +86,14 @@ func BuildWarmer(t TB) string {
 		t.Fatal(buildErr)
 	}
 	return buildPath
+}
+
+// warmerBuildArgs is the go command line that builds cmd/warmer into out,
+// with -race when the test binary has it.
+func warmerBuildArgs(out string) []string {
+	args := []string{"build", "-o", out}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	return append(args, "./cmd/warmer")
 }

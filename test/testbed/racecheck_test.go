@@ -1,0 +1,137 @@
+package testbed
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// A log shaped like the race detector's output: two reports between log
+// lines, each opened by the marker and closed by a rule.
+const racyLog = `I0101 started
+==================
+WARNING: DATA RACE
+Write at 0x00c000012345 by goroutine 7:
+  main.worker()
+      /src/main.go:10 +0x44
+
+Previous read at 0x00c000012345 by goroutine 6:
+  main.reader()
+      /src/main.go:20 +0x38
+==================
+I0101 still going
+==================
+WARNING: DATA RACE
+Read at 0x00c000067890 by goroutine 9:
+  main.other()
+      /src/main.go:30 +0x11
+==================
+Found 2 data race(s)
+`
+
+func TestRaceReports(t *testing.T) {
+	reports, total := raceReports(racyLog)
+	if total != 2 || len(reports) != 2 {
+		t.Fatalf("want 2 reports, got %d of %d: %q", len(reports), total, reports)
+	}
+	if !strings.Contains(reports[0], "main.worker()") || !strings.Contains(reports[0], "main.reader()") ||
+		strings.Contains(reports[0], "still going") {
+		t.Errorf("first report is not the first race's text: %q", reports[0])
+	}
+	if !strings.HasPrefix(reports[1], raceMarker) || !strings.Contains(reports[1], "main.other()") {
+		t.Errorf("second report: %q", reports[1])
+	}
+	if _, total := raceReports("I0101 started\nall fine\n"); total != 0 {
+		t.Errorf("a clean log gave %d reports", total)
+	}
+	many := strings.Repeat(raceMarker+"\nstack\n"+raceRule+"\n", 5)
+	if reports, total := raceReports(many); total != 5 || len(reports) != maxRaceReports {
+		t.Errorf("five reports: got %d of %d, want %d of 5", len(reports), total, maxRaceReports)
+	}
+}
+
+// recordingTB is a TB whose failures are recorded instead of ending a test,
+// and whose cleanups run when the test says so.
+type recordingTB struct {
+	mu       sync.Mutex
+	errors   []string
+	cleanups []func()
+}
+
+func (r *recordingTB) Helper()                      {}
+func (r *recordingTB) Logf(string, ...any)          {}
+func (r *recordingTB) Cleanup(f func())             { r.cleanups = append(r.cleanups, f) }
+func (r *recordingTB) Fatal(args ...any)            { r.Errorf("%s", fmt.Sprint(args...)) }
+func (r *recordingTB) Fatalf(f string, args ...any) { r.Errorf(f, args...) }
+func (r *recordingTB) Errorf(f string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.errors = append(r.errors, fmt.Sprintf(f, args...))
+}
+
+func (r *recordingTB) runCleanups() {
+	for i := len(r.cleanups) - 1; i >= 0; i-- {
+		r.cleanups[i]()
+	}
+}
+
+const raceChildEnv = "WARMER_TESTBED_RACE_CHILD"
+
+// TestRaceInProcessFailsTest starts a program with a data race through
+// StartProcess and checks that the cleanup fails the test with the race
+// detector's report. The program is this test binary (built with -race, as
+// make test builds it), which races on purpose when raceChildEnv is set.
+func TestRaceInProcessFailsTest(t *testing.T) {
+	if os.Getenv(raceChildEnv) != "" {
+		raceOnPurpose()
+		return
+	}
+	if !raceEnabled {
+		t.Skip("needs the race detector: run with go test -race (make test does)")
+	}
+	t.Setenv(raceChildEnv, "1")
+	rec := &recordingTB{}
+	p := StartProcess(rec, "racy child", os.Args[0], "-test.run=^TestRaceInProcessFailsTest$")
+	deadline := time.Now().Add(time.Minute)
+	for !p.Exited() && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	log := p.Log(40) // the cleanups remove it
+	rec.runCleanups()
+	if len(rec.errors) != 1 {
+		t.Fatalf("want one failure from the racy child, got %d: %q\nlog:\n%s", len(rec.errors), rec.errors, log)
+	}
+	if msg := rec.errors[0]; !strings.Contains(msg, raceMarker) || !strings.Contains(msg, "raceOnPurpose") {
+		t.Errorf("the failure does not carry the race report: %s", msg)
+	}
+}
+
+// raceOnPurpose writes one variable from two goroutines without
+// synchronisation, which the race detector reports.
+func raceOnPurpose() {
+	var n int
+	done := make(chan struct{})
+	go func() {
+		n++
+		close(done)
+	}()
+	n++
+	<-done
+	_ = n
+}
+
+// TestWarmerBuiltWithRace checks that BuildWarmer's binary carries the race
+// detector exactly when this test binary does.
+func TestWarmerBuiltWithRace(t *testing.T) {
+	out, err := exec.Command("go", "version", "-m", BuildWarmer(t)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go version -m: %v\n%s", err, out)
+	}
+	if got := strings.Contains(string(out), "-race=true"); got != raceEnabled {
+		t.Errorf("warmer built with -race=%v, test binary with -race=%v:\n%s", got, raceEnabled, out)
+	}
+}
