@@ -30,9 +30,11 @@ func TestResourcesFitTheManifests(t *testing.T) {
 	}
 	refs = append(refs, reg.PushRandom(t, "res/big:v1", testbed.ImageOptions{LayerSize: 50 * testbed.MB}).Ref)
 	// The agent runs with its defaults (resync, back-off, info logs), as
-	// in the DaemonSet, not with the fast settings of the other tests.
+	// in the DaemonSet, not with the fast settings of the other tests, and
+	// both processes from the plain build: the race detector would
+	// multiply what is measured.
 	f := testbed.StartFleet(t, map[string]map[string]string{node: {"pool": "res"}},
-		testbed.FleetOptions{AgentFlags: []string{"--zap-log-level=info"}})
+		testbed.FleetOptions{AgentFlags: []string{"--zap-log-level=info"}, Plain: true})
 	// Twenty ImageWarms over the same eleven images: the agent's work is
 	// the union, and its memory should not grow per ImageWarm much.
 	for i := range 20 {

@@ -57,7 +57,7 @@ func BenchmarkAgentFootprint(b *testing.B) {
 	}
 	warms := footprintWarms(b)
 	cp := testbed.StartControlPlane(b)
-	bin := testbed.BuildWarmer(b)
+	bin := testbed.BuildPlainWarmer(b)
 	reg := testbed.StartRegistry(b, testbed.RegistryOptions{Name: "fp"})
 	ctd := testbed.StartContainerd(b, "fp-node")
 	cri := ctd.ImageService(b)

@@ -107,7 +107,7 @@ func runScale(b *testing.B, n int) {
 	_ = ctrlCfg
 	createNodes(b, cp, n)
 
-	ctrlArgs := []string{testbed.BuildWarmer(b), "controller", "--kubeconfig", ctrlKubeconfig,
+	ctrlArgs := []string{testbed.BuildPlainWarmer(b), "controller", "--kubeconfig", ctrlKubeconfig,
 		"--leader-election-namespace", "default", "--metrics-bind-address", "0", "--health-probe-bind-address", "0"}
 	ctrlProc := testbed.StartProcess(b, "controller", ctrlArgs...)
 	_ = agentKubeconfig

@@ -88,7 +88,7 @@ func BenchmarkTimeToWarm(b *testing.B) {
 func startWarmBed(b *testing.B) *warmBed {
 	b.Helper()
 	cp := testbed.StartControlPlane(b)
-	bin := testbed.BuildWarmer(b)
+	bin := testbed.BuildPlainWarmer(b)
 	wb := &warmBed{cp: cp, node: "perf-node"}
 	ctd := testbed.StartContainerd(b, wb.node)
 	wb.cri = ctd.ImageService(b)

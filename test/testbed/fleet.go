@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -55,6 +56,13 @@ type FleetOptions struct {
 	ControllerFlags []string
 	// Containerd gives options for a node's containerd, by node name.
 	Containerd func(node string) []ContainerdOption
+	// Plain runs every process from a build without the race detector
+	// (BuildPlainWarmer), for a test that measures their memory or CPU.
+	Plain bool
+	// PlainAgents names nodes whose agent alone runs the plain build: the
+	// test measures those, while the others are race-checked doing the
+	// same work.
+	PlainAgents []string
 }
 
 // DefaultAgentFlags are the agent settings of a test fleet: a short resync
@@ -77,6 +85,9 @@ func StartFleet(t TB, labels map[string]map[string]string, opts FleetOptions) *F
 		opts.AgentFlags = DefaultAgentFlags
 	}
 	f := &Fleet{CP: StartControlPlane(t), Bin: BuildWarmer(t), Nodes: map[string]*Node{}, opts: opts}
+	if opts.Plain {
+		f.Bin = BuildPlainWarmer(t)
+	}
 	for name, l := range labels {
 		var copts []ContainerdOption
 		if opts.Containerd != nil {
@@ -86,7 +97,7 @@ func StartFleet(t TB, labels map[string]map[string]string, opts FleetOptions) *F
 		n.CRI = n.Containerd.ImageService(t)
 		f.CP.CreateNode(t, name, l)
 		n.Agent, n.Metrics, n.Probe = startListening(t, "agent "+name, func(metrics, probe string) []string {
-			n.agentArgs = append([]string{f.Bin, "agent", "--kubeconfig", f.CP.Kubeconfig, "--node-name", name,
+			n.agentArgs = append([]string{f.agentBin(t, name), "agent", "--kubeconfig", f.CP.Kubeconfig, "--node-name", name,
 				"--container-runtime-endpoint", n.Containerd.Endpoint, "--metrics-bind-address", metrics,
 				"--health-probe-bind-address", probe}, opts.AgentFlags...)
 			return n.agentArgs
@@ -104,6 +115,14 @@ func StartFleet(t TB, labels map[string]map[string]string, opts FleetOptions) *F
 		})
 	}
 	return f
+}
+
+// agentBin is the binary the node's agent runs.
+func (f *Fleet) agentBin(t TB, node string) string {
+	if slices.Contains(f.opts.PlainAgents, node) {
+		return BuildPlainWarmer(t)
+	}
+	return f.Bin
 }
 
 // StartController starts a warmer controller against the fleet's control

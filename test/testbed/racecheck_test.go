@@ -125,13 +125,19 @@ func raceOnPurpose() {
 }
 
 // TestWarmerBuiltWithRace checks that BuildWarmer's binary carries the race
-// detector exactly when this test binary does.
+// detector exactly when this test binary does, and BuildPlainWarmer's never.
 func TestWarmerBuiltWithRace(t *testing.T) {
-	out, err := exec.Command("go", "version", "-m", BuildWarmer(t)).CombinedOutput()
-	if err != nil {
-		t.Fatalf("go version -m: %v\n%s", err, out)
-	}
-	if got := strings.Contains(string(out), "-race=true"); got != raceEnabled {
-		t.Errorf("warmer built with -race=%v, test binary with -race=%v:\n%s", got, raceEnabled, out)
+	for _, c := range []struct {
+		name  string
+		build func(TB) string
+		want  bool
+	}{{"BuildWarmer", BuildWarmer, raceEnabled}, {"BuildPlainWarmer", BuildPlainWarmer, false}} {
+		out, err := exec.Command("go", "version", "-m", c.build(t)).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go version -m: %v\n%s", err, out)
+		}
+		if got := strings.Contains(string(out), "-race=true"); got != c.want {
+			t.Errorf("%s: built with -race=%v, want %v (test binary -race=%v):\n%s", c.name, got, c.want, raceEnabled, out)
+		}
 	}
 }

@@ -51,11 +51,13 @@ func (p *Process) LogPath() string { return p.p.log }
 // Pid is the process id.
 func (p *Process) Pid() int { return p.p.cmd.Process.Pid }
 
-var (
-	buildOnce sync.Once
-	buildPath string
-	buildErr  error
-)
+// builds are the warmer binaries this test binary compiled, with the race
+// detector ([1]) and without ([0]).
+var builds [2]struct {
+	once sync.Once
+	path string
+	err  error
+}
 
 // BuildWarmer compiles cmd/warmer once per test binary and returns the
 // path of the executable. It is removed when the test binary exits. When the
@@ -63,36 +65,53 @@ var (
 // StartProcess fails the test on a race report in its log.
 func BuildWarmer(t TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
+	return buildWarmer(t, raceEnabled)
+}
+
+// BuildPlainWarmer compiles cmd/warmer without the race detector, whatever
+// the test binary has: for tests that measure the binary's memory or CPU,
+// which the race detector multiplies (5-10 times the memory, 2-20 times the
+// CPU, by Go's documentation), so that they measure what ships.
+func BuildPlainWarmer(t TB) string {
+	t.Helper()
+	return buildWarmer(t, false)
+}
+
+func buildWarmer(t TB, race bool) string {
+	t.Helper()
+	b := &builds[0]
+	if race {
+		b = &builds[1]
+	}
+	b.once.Do(func() {
 		dir, err := os.MkdirTemp("", "warmer-bin-")
 		if err != nil {
-			buildErr = err
+			b.err = err
 			return
 		}
 		guardDir(dir)
-		buildPath = filepath.Join(dir, "warmer")
-		cmd := exec.Command("go", warmerBuildArgs(buildPath)...)
+		b.path = filepath.Join(dir, "warmer")
+		cmd := exec.Command("go", warmerBuildArgs(b.path, race)...)
 		cmd.Dir = RepoRoot(t)
-		if raceEnabled {
+		if race {
 			// -race needs cgo (and a C compiler); the environment may
 			// have turned it off for the release build.
 			cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
 		}
 		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("building cmd/warmer: %w\n%s", err, out)
+			b.err = fmt.Errorf("building cmd/warmer: %w\n%s", err, out)
 		}
 	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return buildPath
+	return b.path
 }
 
-// warmerBuildArgs is the go command line that builds cmd/warmer into out,
-// with -race when the test binary has it.
-func warmerBuildArgs(out string) []string {
+// warmerBuildArgs is the go command line that builds cmd/warmer into out.
+func warmerBuildArgs(out string, race bool) []string {
 	args := []string{"build", "-o", out}
-	if raceEnabled {
+	if race {
 		args = append(args, "-race")
 	}
 	return append(args, "./cmd/warmer")
