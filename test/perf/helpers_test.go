@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -117,16 +118,21 @@ func apiMetrics(b *testing.B, cfg *rest.Config) map[string]float64 {
 // scrape reads a process's /metrics over loopback.
 func scrape(b *testing.B, hostport string) map[string]float64 {
 	b.Helper()
-	resp, err := http.Get("http://" + hostport + "/metrics")
-	if err != nil {
-		b.Fatalf("scraping %s: %v", hostport, err)
-	}
-	defer resp.Body.Close()
-	s, err := promSamples(resp.Body)
+	s, err := tryScrape(hostport)
 	if err != nil {
 		b.Fatal(err)
 	}
 	return s
+}
+
+// tryScrape is scrape for a process that may not listen yet.
+func tryScrape(hostport string) (map[string]float64, error) {
+	resp, err := http.Get("http://" + hostport + "/metrics")
+	if err != nil {
+		return nil, fmt.Errorf("scraping %s: %w", hostport, err)
+	}
+	defer resp.Body.Close()
+	return promSamples(resp.Body)
 }
 
 // procStat is a process's CPU time and resident memory, from /proc.
@@ -188,6 +194,32 @@ func startAgent(b *testing.B, cp *testbed.ControlPlane, bin, node string, ctd *t
 		}
 	})
 	return p, metrics
+}
+
+// startController runs the built warmer controller with production
+// defaults, leader election included, and returns its /metrics address once
+// it leads.
+func startController(b *testing.B, cp *testbed.ControlPlane, bin string) string {
+	b.Helper()
+	metrics := fmt.Sprintf("127.0.0.1:%d", testbed.FreePort(b))
+	p := testbed.StartProcess(b, "controller", bin, "controller", "--kubeconfig", cp.Kubeconfig,
+		"--leader-election-namespace", "default", "--metrics-bind-address", metrics, "--health-probe-bind-address", "0")
+	b.Cleanup(func() {
+		if b.Failed() {
+			b.Logf("controller log:\n%s", p.Log(40))
+		}
+	})
+	eventually(b, time.Minute, "the controller leads", func() error {
+		s, err := tryScrape(metrics)
+		if err != nil {
+			return err
+		}
+		if sumSamples(s, "leader_election_master_status") != 1 {
+			return errors.New("not the leader yet")
+		}
+		return nil
+	})
+	return metrics
 }
 
 // eventually retries check every 50 ms until it returns nil, or fails the

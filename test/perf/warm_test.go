@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -12,7 +11,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -26,12 +24,18 @@ const warmParallelism = 3
 
 // warmRound is one round's figures.
 type warmRound struct {
-	agent, direct, serial time.Duration
-	writes                float64 // NodeWarm status writes the agent made for the warm
+	// agent is from the ImageWarm's creation to the NodeWarm listing every
+	// image present, ready to the ImageWarm's Ready condition.
+	agent, ready time.Duration
+	// direct pulls at the agent's parallelism, wide all at once, serial
+	// one at a time.
+	direct, wide, serial time.Duration
+	nwWrites             float64 // NodeWarm status writes the agent made for the warm
+	iwWrites             float64 // ImageWarm status writes the controller made for it
 }
 
 // warmBed is one node with the real agent binary, a containerd and a
-// registry, against a real API server.
+// registry, and the real controller binary, against a real API server.
 type warmBed struct {
 	// lastWarm is when the last warm through the agent ended; lastPath
 	// when the last timed path of any kind ended.
@@ -41,15 +45,17 @@ type warmBed struct {
 	cri                runtimeapi.ImageServiceClient
 	node               string
 	metrics            string // the agent's /metrics
+	ctrlMetrics        string // the controller's /metrics
 }
 
 // BenchmarkTimeToWarm times warming one node through the whole product:
-// an ImageWarm is created and the clock stops when the node's NodeWarm,
-// as a watch delivers it, says every image is present. That is set beside
-// the same pulls made straight through CRI at the agent's parallelism and
-// one at a time (the kubelet's default). Each round of each case starts
-// from a node without the images, no ImageWarm and a clean NodeWarm; the
-// agent and the direct path take turns going first. -benchtime Nx gives N
+// an ImageWarm is created, and two clocks stop as watches deliver the
+// node's NodeWarm saying every image is present and the ImageWarm's Ready
+// condition (what `kubectl wait` sees). They are set beside the same pulls
+// made straight through CRI all at once, at the agent's parallelism and one
+// at a time (the kubelet's default). Each round of each case starts from a
+// node without the images, no ImageWarm and a clean NodeWarm; the product
+// and the direct paths take turns going first. -benchtime Nx gives N
 // rounds.
 func BenchmarkTimeToWarm(b *testing.B) {
 	wb := startWarmBed(b)
@@ -69,20 +75,35 @@ func BenchmarkTimeToWarm(b *testing.B) {
 			wb.direct(b, c.imgs, warmParallelism)
 			var rounds []warmRound
 			for b.Loop() {
-				var r warmRound
-				if len(rounds)%2 == 0 {
-					r.agent, r.writes = wb.agent(b, c.imgs)
-					r.direct = wb.direct(b, c.imgs, warmParallelism)
-				} else {
-					r.direct = wb.direct(b, c.imgs, warmParallelism)
-					r.agent, r.writes = wb.agent(b, c.imgs)
-				}
-				r.serial = wb.direct(b, c.imgs, 1)
-				rounds = append(rounds, r)
+				rounds = append(rounds, wb.round(b, c.imgs, len(rounds)%2 == 1))
 			}
-			reportWarmRounds(b, c.name, rounds)
+			reportWarmRounds(b, c.name, len(c.imgs), rounds)
 		})
 	}
+}
+
+// round runs every path once, the product first or last.
+func (wb *warmBed) round(b *testing.B, imgs []testbed.Image, productLast bool) warmRound {
+	b.Helper()
+	var r warmRound
+	paths := []func(){
+		func() { wb.agent(b, imgs, &r) },
+		func() { r.direct = wb.direct(b, imgs, warmParallelism) },
+	}
+	if len(imgs) > warmParallelism {
+		paths = append(paths, func() { r.wide = wb.direct(b, imgs, len(imgs)) })
+	}
+	if productLast {
+		slices.Reverse(paths)
+	}
+	for _, path := range paths {
+		path()
+	}
+	if len(imgs) <= warmParallelism {
+		r.wide = r.direct // the same pulls: all at once
+	}
+	r.serial = wb.direct(b, imgs, 1)
+	return r
 }
 
 func startWarmBed(b *testing.B) *warmBed {
@@ -93,8 +114,10 @@ func startWarmBed(b *testing.B) *warmBed {
 	ctd := testbed.StartContainerd(b, wb.node)
 	wb.cri = ctd.ImageService(b)
 	cp.CreateNode(b, wb.node, nil)
-	// The agent runs with its defaults: what a DaemonSet gets.
+	// The agent and the controller run with their defaults: what the
+	// manifests give them.
 	_, wb.metrics = startAgent(b, cp, bin, wb.node, ctd)
+	wb.ctrlMetrics = startController(b, cp, bin)
 	var err error
 	if wb.cli, err = client.NewWithWatch(cp.Config, client.Options{Scheme: testbed.Scheme()}); err != nil {
 		b.Fatal(err)
@@ -115,12 +138,13 @@ func pushMany(b *testing.B, reg *testbed.Registry, prefix string, count int, o t
 	return imgs
 }
 
-// agent times one warm through the agent: from creating the ImageWarm to
-// the watch event of the NodeWarm that lists every image present. It
-// returns the NodeWarm writes the agent made for it, counted by the
-// agent's own metric over the warm and a settling second after it (a
-// write after the result would be waste, and is counted), then cleans up.
-func (wb *warmBed) agent(b *testing.B, imgs []testbed.Image) (time.Duration, float64) {
+// agent times one warm through the product, from creating the ImageWarm
+// to the watch events of the NodeWarm that lists every image present and
+// of the ImageWarm that is Ready, into r. It counts the status writes the
+// agent and the controller made for it, by their own metrics, over the
+// warm and a settling second after it (a write after the result would be
+// waste, and is counted), then cleans up.
+func (wb *warmBed) agent(b *testing.B, imgs []testbed.Image, r *warmRound) {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -132,33 +156,29 @@ func (wb *warmBed) agent(b *testing.B, imgs []testbed.Image) (time.Duration, flo
 	// bounding a churning agent's writes, not time to warm.
 	time.Sleep(time.Until(wb.lastWarm.Add(warmRest)))
 	wb.rest()
-	before := wb.okWrites(b)
-	w, err := wb.cli.Watch(ctx, &warmv1.NodeWarmList{}, client.MatchingFields{"metadata.name": wb.node})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer w.Stop()
+	nwBefore, iwBefore := wb.okWrites(b), wb.statusWrites(b)
 	refs := make([]string, len(imgs))
 	for i, img := range imgs {
 		refs[i] = img.Ref
 	}
 	iw := testbed.NewWarm("default", "perf", nil, refs...)
+	w := wb.watchWarm(ctx, b, iw)
 	start := time.Now()
 	if err := wb.cp.Client.Create(ctx, iw); err != nil {
 		b.Fatal(err)
 	}
-	if err := waitAllPresent(w, len(imgs)); err != nil {
+	present, ready, err := w.wait(len(imgs))
+	if err != nil {
 		b.Fatal(err)
 	}
-	elapsed := time.Since(start)
+	r.agent, r.ready = present.Sub(start), ready.Sub(start)
 	time.Sleep(time.Second)
-	writes := wb.okWrites(b) - before
+	r.nwWrites, r.iwWrites = wb.okWrites(b)-nwBefore, wb.statusWrites(b)-iwBefore
 	if err := wb.cp.Client.Delete(ctx, iw); err != nil {
 		b.Fatal(err)
 	}
 	wb.waitClean(b)
 	wb.lastWarm, wb.lastPath = time.Now(), time.Now()
-	return elapsed, writes
 }
 
 // warmRest is the least time between two warms through the agent: three
@@ -174,26 +194,6 @@ const pathRest = 3 * time.Second
 
 // rest waits until pathRest has passed since the last timed path.
 func (wb *warmBed) rest() { time.Sleep(time.Until(wb.lastPath.Add(pathRest))) }
-
-// waitAllPresent reads watch events until a NodeWarm lists n images, all
-// present.
-func waitAllPresent(w watch.Interface, n int) error {
-	timeout := time.After(5 * time.Minute)
-	for {
-		select {
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return errors.New("NodeWarm watch closed")
-			}
-			nw, isNW := ev.Object.(*warmv1.NodeWarm)
-			if isNW && int(nw.Status.Desired) == n && int(nw.Status.Present) == n {
-				return nil
-			}
-		case <-timeout:
-			return errors.New("the NodeWarm never listed every image present")
-		}
-	}
-}
 
 // waitClean waits for the ImageWarm to be gone and the NodeWarm to want
 // nothing.
@@ -220,6 +220,13 @@ func (wb *warmBed) waitClean(b *testing.B) {
 func (wb *warmBed) okWrites(b *testing.B) float64 {
 	b.Helper()
 	return sumSamples(scrape(b, wb.metrics), "warmer_nodewarm_writes_total", `result="ok"`)
+}
+
+// statusWrites is the controller's count of ImageWarm status writes that
+// succeeded.
+func (wb *warmBed) statusWrites(b *testing.B) float64 {
+	b.Helper()
+	return sumSamples(scrape(b, wb.ctrlMetrics), "warmer_imagewarm_status_writes_total", `result="written"`)
 }
 
 // direct times plain CRI PullImage calls, parallel at a time, from a
@@ -271,40 +278,4 @@ func (wb *warmBed) removeAll(b *testing.B, imgs []testbed.Image) {
 			b.Fatalf("removing %s: %v", img.Ref, err)
 		}
 	}
-}
-
-// reportWarmRounds prints the case's table and reports its medians.
-func reportWarmRounds(b *testing.B, name string, rounds []warmRound) {
-	b.Helper()
-	pick := func(f func(warmRound) time.Duration) []time.Duration {
-		out := make([]time.Duration, len(rounds))
-		for i, r := range rounds {
-			out[i] = f(r)
-		}
-		return out
-	}
-	agent := pick(func(r warmRound) time.Duration { return r.agent })
-	direct := pick(func(r warmRound) time.Duration { return r.direct })
-	serial := pick(func(r warmRound) time.Duration { return r.serial })
-	writes := make([]float64, len(rounds))
-	for i, r := range rounds {
-		writes[i] = r.writes
-	}
-	ratio := median(agent).Seconds() / median(direct).Seconds()
-	w := os.Stdout
-	fmt.Fprintf(w, "\nTime to warm %s, %d round(s): agent end to end vs direct CRI (%d in parallel)\n", name, len(rounds), warmParallelism)
-	fmt.Fprintf(w, "| %-38s | %8s | %8s | %8s |\n|%s|---------:|---------:|---------:|\n", "path", "median", "min", "max", "----------------------------------------")
-	row := func(label string, ds []time.Duration) {
-		fmt.Fprintf(w, "| %-38s | %7.3fs | %7.3fs | %7.3fs |\n", label, median(ds).Seconds(), slices.Min(ds).Seconds(), slices.Max(ds).Seconds())
-	}
-	row("agent: ImageWarm to NodeWarm Present", agent)
-	row(fmt.Sprintf("direct CRI, %d in parallel", warmParallelism), direct)
-	row("direct CRI, serial", serial)
-	fmt.Fprintf(w, "agent/direct %.3f; NodeWarm writes per warm: median %.0f, max %.0f\n\n", ratio, median(writes), slices.Max(writes))
-	b.ReportMetric(0, "ns/op")
-	b.ReportMetric(median(agent).Seconds(), "agent-s")
-	b.ReportMetric(median(direct).Seconds(), "direct-s")
-	b.ReportMetric(median(serial).Seconds(), "serial-s")
-	b.ReportMetric(ratio, "agent/direct")
-	b.ReportMetric(slices.Max(writes), "nw-writes/warm")
 }

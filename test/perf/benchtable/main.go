@@ -27,7 +27,13 @@ type target struct {
 
 var targets = []target{
 	{"BenchmarkTimeToWarm/", "agent/direct", 1.10},
-	{"BenchmarkTimeToWarm/10x20MB", "nw-writes/warm", 4},
+	// ImageWarm Ready: within 1.10 times raw CRI pulling the ten images
+	// at once, within 100 ms of the NodeWarm, in no more writes than
+	// before Ready stopped waiting for the write interval (issue 14).
+	{"BenchmarkTimeToWarm/10x20MB", "ready/direct-all", 1.10},
+	{"BenchmarkTimeToWarm/", "ready-lag-ms", 100},
+	{"BenchmarkTimeToWarm/10x20MB", "nw-writes/warm", 2},
+	{"BenchmarkTimeToWarm/10x20MB", "iw-writes/warm", 3},
 	{"BenchmarkWarm", "engine/direct", 1.05},
 	{"BenchmarkScale/", "ready-s", 60},
 	{"BenchmarkScale/", "status-B", 8192},
@@ -92,20 +98,20 @@ func read(in io.Reader, echo io.Writer) ([]row, bool, error) {
 }
 
 func write(w io.Writer, rows []row) {
-	fmt.Fprintf(w, "\n## Summary\n\n| %-38s | %-15s | %12s | %8s | %-4s |\n|%s|%s|%s|%s|%s|\n",
+	fmt.Fprintf(w, "\n## Summary\n\n| %-38s | %-16s | %12s | %8s | %-6s |\n|%s|%s|%s|%s|%s|\n",
 		"benchmark", "metric", "value", "target", "",
-		strings.Repeat("-", 40), strings.Repeat("-", 17), strings.Repeat("-", 13)+":", strings.Repeat("-", 9)+":", strings.Repeat("-", 6))
+		strings.Repeat("-", 40), strings.Repeat("-", 18), strings.Repeat("-", 13)+":", strings.Repeat("-", 9)+":", strings.Repeat("-", 8))
 	for _, r := range rows {
 		goal, verdict := "", ""
 		for _, t := range targets {
 			if strings.HasPrefix(r.bench, t.prefix) && r.unit == t.unit {
-				goal, verdict = "≤ "+strconv.FormatFloat(t.max, 'g', -1, 64), "ok"
+				goal, verdict = "≤ "+strconv.FormatFloat(t.max, 'g', -1, 64), "met"
 				if r.value > t.max {
-					verdict = "MISS"
+					verdict = "missed"
 				}
 			}
 		}
-		fmt.Fprintf(w, "| %-38s | %-15s | %12s | %8s | %-4s |\n", strings.TrimPrefix(r.bench, "Benchmark"), r.unit, format(r.value), goal, verdict)
+		fmt.Fprintf(w, "| %-38s | %-16s | %12s | %8s | %-6s |\n", strings.TrimPrefix(r.bench, "Benchmark"), r.unit, format(r.value), goal, verdict)
 	}
 }
 
