@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"time"
-	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/internal/truncate"
 	"github.com/warmer-dev/warmer/pkg/pullengine"
 )
 
@@ -136,7 +136,7 @@ func (a *NodeAgent) record(ctx context.Context, d desiredSet, node *corev1.Node,
 	related := nodeStub(node)
 	suffix := " (node " + a.NodeName + ")"
 	for _, e := range events {
-		msg := cutBytes(e.note, maxEventNote-len(suffix)) + suffix
+		msg := truncate.String(e.note, maxEventNote-len(suffix)) + suffix
 		typ := corev1.EventTypeNormal
 		if e.warning {
 			typ = corev1.EventTypeWarning
@@ -165,18 +165,4 @@ func nodeStub(node *corev1.Node) *corev1.Node {
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
 		ObjectMeta: metav1.ObjectMeta{Name: node.Name, UID: node.UID},
 	}
-}
-
-// cutBytes cuts s to at most n bytes, on a rune boundary, marking the cut
-// with an ellipsis.
-func cutBytes(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	const mark = "…"
-	n -= len(mark)
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:max(n, 0)] + mark
 }

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/internal/truncate"
 )
 
 // reportState is what the shell keeps of the NodeWarm between passes.
@@ -176,7 +177,7 @@ func (a *NodeAgent) reportRuntimeDown(ctx context.Context, nw *warmv1.NodeWarm, 
 	if a.report.reported != nil {
 		status = a.report.reported.DeepCopy()
 	}
-	status.Conditions = runtimeCondition(status.Conditions, metav1.ConditionFalse, "RuntimeNotAnswering", cut(cause.Error()),
+	status.Conditions = runtimeCondition(status.Conditions, metav1.ConditionFalse, "RuntimeNotAnswering", truncate.String(cause.Error(), warmv1.MaxMessageLength),
 		metav1.NewTime(a.Clock.Now()))
 	_, err := a.maybeWrite(ctx, nw, *status)
 	return err

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/internal/truncate"
 	"github.com/warmer-dev/warmer/pkg/pullengine"
 )
 
@@ -131,8 +132,11 @@ type imageMemory struct {
 // event.
 type warmProgress struct {
 	started time.Time
-	pulled  int
-	bytes   uint64
+	// landed is set when any image of it arrived, pulled or brought by
+	// another spelling's pull of the same image (which counts no bytes).
+	landed bool
+	pulled int
+	bytes  uint64
 }
 
 // Retry intervals of the decisions below.
@@ -226,8 +230,11 @@ func (p *planner) takeResults() {
 				if t.started.IsZero() {
 					t.started = res.Finished.Add(-res.Duration)
 				}
-				t.pulled++
-				t.bytes += res.Size
+				t.landed = true
+				if res.Attempts > 0 { // not brought by a sibling spelling's pull
+					t.pulled++
+					t.bytes += res.Size
+				}
 			})
 			if p.in.perImageEvents {
 				p.event(eventPulled(w, res))
@@ -279,7 +286,9 @@ func (p *planner) image(key string, w *wantedImage) (warmv1.NodeImage, bool) {
 	diskHeld := wanted && !v.inFlight && p.in.disk.Pressure
 	if wanted && !diskHeld {
 		p.out.pulls = append(p.out.pulls, pullWish{
-			request: pullengine.Request{Image: w.image, Priority: w.priority, Timeout: w.timeout},
+			// A pull that ends between the listing and the shell's Sync
+			// is not started again.
+			request: pullengine.Request{Image: w.image, Priority: w.priority, Timeout: w.timeout, MissingSince: p.in.listedAt},
 			secrets: w.secrets,
 		})
 	}
@@ -350,12 +359,12 @@ func (p *planner) imageStatus(key string, w *wantedImage, m imageMemory, v image
 	case w.suspended:
 		img.State = warmv1.ImageSkipped
 	case diskHeld:
-		img.State, img.Reason, img.Message = warmv1.ImageFailed, string(pullengine.ClassDiskPressure), cut(diskMessage(p.in.disk))
+		img.State, img.Reason, img.Message = warmv1.ImageFailed, string(pullengine.ClassDiskPressure), truncate.String(diskMessage(p.in.disk), warmv1.MaxMessageLength)
 		p.soon(diskRetry)
 	case v.inFlight:
 		img.State = engineState(v.eng.State)
 	case v.known && v.eng.State == pullengine.StateBackOff && v.failed != nil:
-		img.State, img.Reason, img.Message = warmv1.ImageBackOff, string(v.failed.Class), cut(v.failed.Message)
+		img.State, img.Reason, img.Message = warmv1.ImageBackOff, string(v.failed.Class), truncate.String(v.failed.Message, warmv1.MaxMessageLength)
 		p.soon(v.eng.RetryAt.Sub(p.in.now))
 		if v.failed.Class == pullengine.ClassUnauthorized && len(w.secrets) > 0 {
 			p.soon(secretRetry)
@@ -382,7 +391,7 @@ func (p *planner) warmed(complete map[types.NamespacedName]bool) {
 		if !complete[nn] {
 			continue
 		}
-		if t.pulled > 0 {
+		if t.landed {
 			p.event(eventWarmed(nn, t, p.in.now))
 		}
 		delete(p.out.state.warming, nn)
@@ -422,7 +431,7 @@ func (p *planner) finishStatus(st warmv1.NodeWarmStatus) warmv1.NodeWarmStatus {
 	st.Warms = p.in.desired.warms
 	for _, bad := range p.in.desired.invalid {
 		img := warmv1.NodeImage{Image: bad.image, State: warmv1.ImageFailed, Reason: string(pullengine.ClassInvalidImageName),
-			Message: cut(bad.err.Error()), LastTransitionTime: now, RequestedBy: []string{bad.warm.String()}}
+			Message: truncate.String(bad.err.Error(), warmv1.MaxMessageLength), LastTransitionTime: now, RequestedBy: []string{bad.warm.String()}}
 		if m, ok := p.in.state.images[invalidKey(bad.image)]; ok && m.state == img.State {
 			img.LastTransitionTime = m.since
 		}

@@ -51,7 +51,7 @@ func input(warms ...warmv1.ImageWarm) planInput {
 }
 
 func pulled(key string, finished time.Time) pullengine.Result {
-	return pullengine.Result{Image: key, Ref: key, ImageRef: "sha256:id-" + key, Size: 1 << 20, Duration: time.Second, Finished: finished}
+	return pullengine.Result{Image: key, Ref: key, ImageRef: "sha256:id-" + key, Size: 1 << 20, Duration: time.Second, Attempts: 1, Finished: finished}
 }
 
 func failedPull(key string, class pullengine.Class, finished time.Time) pullengine.Result {
@@ -446,5 +446,27 @@ func TestPlanInvalid(t *testing.T) {
 	want := []string{"Not A Valid:Ref Failed InvalidImageName", imgA + " Queued "}
 	if !slices.Equal(reasons, want) {
 		t.Errorf("images %q, want %q", reasons, want)
+	}
+}
+
+// TestPlanSiblingPull checks the Warmed count when an image arrives by
+// another spelling's pull (the engine finishes a digest its tag's pull
+// brought without pulling, Attempts 0): the ImageWarm is warmed, and
+// counts no pull and no bytes for it.
+func TestPlanSiblingPull(t *testing.T) {
+	in := input(warm("ns", "one", nil, imgA))
+	res := pulled(imgA, t0)
+	res.Attempts = 0
+	in.results = []pullengine.Result{res}
+	in.runtime = listed(imgA)
+	out := plan(in)
+	if got := eventNames(out.events); !slices.Equal(got, []string{ReasonWarmed}) {
+		t.Fatalf("events %q, want one Warmed", got)
+	}
+	if note := out.events[0].note; !strings.Contains(note, "pulled 0 (0 bytes)") {
+		t.Errorf("Warmed says %q, want no pull counted", note)
+	}
+	if out.pulls != nil {
+		t.Errorf("pulls %v, want none", out.pulls)
 	}
 }

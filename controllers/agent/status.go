@@ -69,15 +69,6 @@ func digestOnly(repoDigest string) string {
 	return repoDigest
 }
 
-// cut bounds a message to what the API takes, on a rune boundary.
-func cut(msg string) string {
-	r := []rune(msg)
-	if len(r) <= warmv1.MaxMessageLength {
-		return msg
-	}
-	return string(r[:warmv1.MaxMessageLength-1]) + "…"
-}
-
 func imageFilesystem(u pullengine.DiskUsage) *warmv1.ImageFilesystem {
 	if u.Mountpoint == "" && !u.Known {
 		return nil

@@ -194,6 +194,9 @@ func (e *Engine) enqueueLocked(a admitted) Status {
 		e.update(j, a.req, a.creds)
 		return j.status()
 	}
+	if last, ok := e.last[key]; ok && last.Succeeded() && !a.req.MissingSince.IsZero() && last.Finished.After(a.req.MissingSince) {
+		return Status{Image: a.req.Image, Ref: key, State: StatePulled, Last: &last}
+	}
 	if until, ok := e.backoff.retryAt(bkey); ok {
 		return Status{Image: a.req.Image, Ref: key, State: StateBackOff, RetryAt: until, Last: e.lastCopy(key)}
 	}

@@ -257,3 +257,29 @@ func TestStopCancelsRunning(t *testing.T) {
 		t.Fatal("second Start accepted")
 	}
 }
+
+// TestMissingSince checks that a request for an image whose pull
+// succeeded after the caller last saw it missing is answered from that
+// pull, not pulled again: the pull ended while the caller was deciding.
+func TestMissingSince(t *testing.T) {
+	h := newHarness(t, Options{})
+	seen := h.clock.Now()
+	h.clock.Step(time.Second)
+	h.enqueue("a", 0)
+	if res := h.result(t); !res.Succeeded() {
+		t.Fatalf("first pull: %+v", res)
+	}
+	st := h.eng.Sync(h.ctx, []Request{{Image: "a", MissingSince: seen}})
+	if st[0].State != StatePulled {
+		t.Fatalf("status %+v, want Pulled from the pull that just ended", st[0])
+	}
+	if n := len(h.svc.pulled()); n != 1 {
+		t.Fatalf("%d PullImage calls, want 1", n)
+	}
+	// Seen missing after that pull: the runtime lost it; pull again.
+	h.clock.Step(time.Second)
+	h.eng.Sync(h.ctx, []Request{{Image: "a", MissingSince: h.clock.Now()}})
+	if res := h.result(t); !res.Succeeded() || len(h.svc.pulled()) != 2 {
+		t.Fatalf("second pull: %+v after %d calls, want a new pull", res, len(h.svc.pulled()))
+	}
+}

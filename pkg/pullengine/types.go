@@ -32,6 +32,10 @@ type Request struct {
 	// Keyring holds the logins of the image's pull secrets; nil means
 	// anonymous.
 	Keyring *Keyring
+	// MissingSince is when the caller last saw the image missing (or due
+	// a refresh). A pull of it that succeeded after then is not repeated:
+	// it ended while the caller was deciding. Zero always pulls.
+	MissingSince time.Time
 }
 
 // State is where an image stands in the engine.
