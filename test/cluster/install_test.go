@@ -24,9 +24,12 @@ import (
 	"github.com/warmer-dev/warmer/test/testbed"
 )
 
-// warmerImage is the release image under test, as the overlay in
-// testdata/overlay names it.
-const warmerImage = "ghcr.io/warmer-dev/warmer:v0.0.0-cluster"
+// warmerRepo is the release image's repository, and warmerTag the tag the
+// overlay in testdata/overlay gives it.
+const (
+	warmerRepo = "ghcr.io/warmer-dev/warmer"
+	warmerTag  = "v0.0.0-cluster"
+)
 
 // installNamespace is where config/default puts every namespaced object.
 const installNamespace = "warmer-system"
@@ -37,16 +40,12 @@ const installNamespace = "warmer-system"
 // overlay that changes only the image and what the bed's network needs;
 // the agent and the controller become Ready, the samples' ImageWarms too
 // (their images pulled from the test registry under their docker.io
-// names), and `kubectl delete -k` leaves nothing of it in the cluster or on
-// the node.
+// names). Its subtests then check the running install (installed_test.go),
+// and `kubectl delete -k` must leave nothing of it in the cluster or on the
+// node.
 func TestKustomizeInstall(t *testing.T) {
-	importWarmerImage(t)
-	pushed := map[string]testbed.Image{}
-	for _, ref := range []string{"library/busybox:1.36", "library/nginx:1.27", "library/redis:7.4"} {
-		pushed[ref] = reg.PushRandom(t, ref, testbed.ImageOptions{LayerSize: testbed.MB})
-	}
-	// The web sample selects the nodes of pool web.
-	labelNode(t, "pool", "web")
+	importWarmerImage(t, warmerTag)
+	pushed := pushSamples(t)
 	layer := bedLayer(t)
 	samples := filepath.Join(testbed.RepoRoot(t), "config", "samples")
 	t.Cleanup(func() {
@@ -65,52 +64,103 @@ func TestKustomizeInstall(t *testing.T) {
 	}
 	checkPulled(t, pushed)
 
+	// Each leaves the install running and its ImageWarms Ready; the last
+	// one rolls it to another image.
+	t.Run("AgentToken", testAgentToken)
+	t.Run("OneWarmedEvent", testOneWarmedEvent)
+	t.Run("Reinstall", func(t *testing.T) { testReinstall(t, layer) })
+	t.Run("NewImageTag", func(t *testing.T) { testNewImageTag(t, layer) })
+
 	kubectl(t, "delete", "-k", samples, "--timeout=2m")
 	kubectl(t, "delete", "-k", layer, "--timeout=3m")
-	checkUninstalled(t, layer)
+	checkUninstalled(t, "-k", layer)
+	err := node.Client.Get(context.Background(), client.ObjectKey{Name: installNamespace}, &corev1.Namespace{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("namespace %s: %v, want NotFound", installNamespace, err)
+	}
 }
 
-// importWarmerImage builds the release image for this machine's platform
-// and imports its OCI tarball into the node's containerd.
-func importWarmerImage(t *testing.T) {
+// pushSamples pushes the images of config/samples to the test registry,
+// where the node finds them under their docker.io names, and labels the
+// node for the web sample. At cleanup it removes them from the node again,
+// so that the next install pulls them anew.
+func pushSamples(t *testing.T) map[string]testbed.Image {
 	t.Helper()
+	pushed := map[string]testbed.Image{}
+	for _, ref := range []string{"library/busybox:1.36", "library/nginx:1.27", "library/redis:7.4"} {
+		pushed[ref] = reg.PushRandom(t, ref, testbed.ImageOptions{LayerSize: testbed.MB})
+	}
+	// The web sample selects the nodes of pool web.
+	labelNode(t, "pool", "web")
+	t.Cleanup(func() {
+		for ref := range pushed {
+			removeImage(t, "docker.io/"+ref)
+		}
+	})
+	return pushed
+}
+
+// removeImage removes an image from the node's runtime, if there.
+func removeImage(t *testing.T, ref string) {
+	t.Helper()
+	cri := node.Containerd.ImageService(t)
+	_, err := cri.RemoveImage(context.Background(), &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
+	if err != nil {
+		t.Errorf("removing %s from the node: %v", ref, err)
+	}
+}
+
+// importWarmerImage builds the release image for this machine's platform,
+// with tag as its version, and imports its OCI tarball into the node's
+// containerd as warmerRepo:tag, once per tag and test binary.
+func importWarmerImage(t *testing.T, tag string) {
+	t.Helper()
+	if imported[tag] {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	idx, err := image.Build(ctx, image.Options{
 		Dir:       testbed.RepoRoot(t),
-		Version:   strings.TrimPrefix(warmerImage, "ghcr.io/warmer-dev/warmer:"),
+		Version:   tag,
 		Platforms: []v1.Platform{{OS: "linux", Architecture: goruntime.GOARCH}},
 	})
 	if err != nil {
 		t.Fatalf("building the image: %v", err)
 	}
 	tar := filepath.Join(t.TempDir(), "warmer-image.tar")
-	if err := image.WriteOCI(tar, idx, warmerImage); err != nil {
+	if err := image.WriteOCI(tar, idx, warmerRepo+":"+tag); err != nil {
 		t.Fatal(err)
 	}
 	if err := node.ImportImage(tar); err != nil {
 		t.Fatal(err)
 	}
+	imported[tag] = true
 }
 
+// imported are the tags importWarmerImage imported into the node. The
+// tests of the package run one at a time.
+var imported = map[string]bool{}
+
 // bedLayer writes, in a temporary folder, the layer over testdata/overlay
-// that only this run knows: the API server's port, the node's containerd
-// state directory (its socket's folder), which the agent mounts where a
-// node has /run/containerd, and the kubelet's port. It returns the folder,
-// for kubectl -k.
+// that only this run knows (see writeRunLayer) and returns the folder, for
+// kubectl -k.
 func bedLayer(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	overlay := filepath.Join(testbed.RepoRoot(t), "test", "cluster", "testdata", "overlay")
-	// kustomize takes other kustomizations only by relative path.
-	rel, err := filepath.Rel(dir, overlay)
-	if err != nil {
-		t.Fatal(err)
-	}
+	writeRunLayer(t, dir, "resources:\n  - "+relPath(t, dir, testdata(t, "overlay")))
+	return dir
+}
+
+// writeRunLayer writes in dir a kustomization of head (its resources and
+// components) and of what only this run knows: the API server's port, the
+// node's containerd state directory (its socket's folder), which the agent
+// mounts where a node has /run/containerd, and the kubelet's port.
+func writeRunLayer(t *testing.T, dir, head string) {
+	t.Helper()
 	k := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
-resources:
-  - %[1]s
+%[1]s
 patches:
   - patch: |-
       apiVersion: apps/v1
@@ -145,11 +195,27 @@ patches:
               - name: controller
                 env:
                   - {name: KUBERNETES_SERVICE_PORT, value: %[2]q}
-`, rel, node.APIServerPort, node.Containerd.StateDir(), node.KubeletPort)
+`, head, node.APIServerPort, node.Containerd.StateDir(), node.KubeletPort)
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return dir
+}
+
+// testdata is a folder of testdata.
+func testdata(t *testing.T, name string) string {
+	t.Helper()
+	return filepath.Join(testbed.RepoRoot(t), "test", "cluster", "testdata", name)
+}
+
+// relPath is target relative to dir: kustomize takes other
+// kustomizations only by relative path.
+func relPath(t *testing.T, dir, target string) string {
+	t.Helper()
+	rel, err := filepath.Rel(dir, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rel
 }
 
 // kubectl runs kubectl as the admin and fails the test on an error.
@@ -230,26 +296,27 @@ func checkPulled(t *testing.T, pushed map[string]testbed.Image) {
 	}
 }
 
-// checkUninstalled checks that nothing of the install stays: no object of
-// the layer, no namespace, no warmer pod anywhere, and no pod sandbox of
-// it on the node.
-func checkUninstalled(t *testing.T, layer string) {
+// checkUninstalled checks that nothing of an install stays: no object
+// `kubectl get` finds of source (-k and a layer, or -f and a manifest), no
+// warmer pod anywhere, and no pod sandbox of it on the node.
+func checkUninstalled(t *testing.T, source ...string) {
 	t.Helper()
-	if out := kubectl(t, "get", "-k", layer, "--ignore-not-found", "-o", "name"); strings.TrimSpace(out) != "" {
-		t.Errorf("left after kubectl delete -k:\n%s", out)
+	args := append(append([]string{"get"}, source...), "--ignore-not-found", "-o", "name")
+	if out := kubectl(t, args...); strings.TrimSpace(out) != "" {
+		t.Errorf("left after uninstalling:\n%s", out)
 	}
 	ctx := context.Background()
-	err := node.Client.Get(ctx, client.ObjectKey{Name: installNamespace}, &corev1.Namespace{})
-	if !apierrors.IsNotFound(err) {
-		t.Errorf("namespace %s: %v, want NotFound", installNamespace, err)
-	}
-	var pods corev1.PodList
-	if err := node.Client.List(ctx, &pods, client.MatchingLabels{"app.kubernetes.io/name": "warmer"}); err != nil {
-		t.Fatal(err)
-	}
-	if len(pods.Items) > 0 {
-		t.Errorf("%d warmer pods left", len(pods.Items))
-	}
+	// Pods go after their workloads, by garbage collection.
+	poll(t, 2*time.Minute, "no warmer pod", func() error {
+		var pods corev1.PodList
+		if err := node.Client.List(ctx, &pods, client.MatchingLabels{"app.kubernetes.io/name": "warmer"}); err != nil {
+			return err
+		}
+		if len(pods.Items) > 0 {
+			return fmt.Errorf("%d warmer pods left", len(pods.Items))
+		}
+		return nil
+	})
 	// The kubelet removes the pods' sandboxes once they are gone.
 	rt := node.Containerd.RuntimeService(t)
 	poll(t, 2*time.Minute, "no warmer pod sandbox on the node", func() error {

@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/warmer-dev/warmer/test/testbed"
 )
 
@@ -23,6 +26,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// The tests' clients log nothing they need; unset, controller-runtime
+	// prints a warning with a stack trace when the first one is made.
+	ctrllog.SetLogger(logr.Discard())
 	bed := &testbed.Shared{Name: "cluster"}
 	var traces testbed.Traces
 	if !bed.Start(func(tb testbed.TB) {
