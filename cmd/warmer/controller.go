@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/tools/leaderelection"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -20,12 +21,48 @@ type controllerFlags struct {
 	leaderElect      bool
 	leaderNamespace  string
 	minWriteInterval time.Duration
+	lease            leaseFlags
+}
+
+// leaseFlags time the leader election, under kube-controller-manager's flag
+// names. The defaults are longer than controller-runtime's 15 s/10 s/2 s:
+// the lease requests share the API server's service-account priority level
+// with every agent, and a thousand agents starting a warm at once queued a
+// renewal past 10 s (test/perf BenchmarkScale), which ends the process.
+// Status aggregation can wait a minute for a successor.
+type leaseFlags struct {
+	duration, renewDeadline, retryPeriod time.Duration
+}
+
+func (l *leaseFlags) bind(fs *pflag.FlagSet) {
+	fs.DurationVar(&l.duration, "leader-elect-lease-duration", 60*time.Second, "How long a replica waits, from when it last saw the leader's Lease renewed, before it takes the lead of a leader that stopped without releasing it.")
+	fs.DurationVar(&l.renewDeadline, "leader-elect-renew-deadline", 40*time.Second, "How long the leader keeps trying to renew its Lease before it gives up the lead and exits; shorter than the lease duration.")
+	fs.DurationVar(&l.retryPeriod, "leader-elect-retry-period", 5*time.Second, "Wait between two attempts to take or renew the Lease (with up to 120 % jitter while taking it).")
+}
+
+// validate refuses what client-go's leader election would refuse at start.
+func (l *leaseFlags) validate() error {
+	for name, d := range map[string]time.Duration{"leader-elect-lease-duration": l.duration,
+		"leader-elect-renew-deadline": l.renewDeadline, "leader-elect-retry-period": l.retryPeriod} {
+		if err := positive(name, d); err != nil {
+			return err
+		}
+	}
+	if l.renewDeadline >= l.duration {
+		return usagef("--leader-elect-renew-deadline (%v) must be shorter than --leader-elect-lease-duration (%v)", l.renewDeadline, l.duration)
+	}
+	if float64(l.renewDeadline) <= leaderelection.JitterFactor*float64(l.retryPeriod) {
+		return usagef("--leader-elect-renew-deadline (%v) must be longer than %v times --leader-elect-retry-period (%v)",
+			l.renewDeadline, leaderelection.JitterFactor, l.retryPeriod)
+	}
+	return nil
 }
 
 func (f *controllerFlags) bind(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.leaderElect, "leader-elect", true, "Elect a leader among replicas, so only one writes ImageWarm status.")
 	fs.StringVar(&f.leaderNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease; empty: the Pod's own namespace.")
 	fs.DurationVar(&f.minWriteInterval, "min-status-interval", time.Second, "Least time between two progress writes of one ImageWarm's status; a settled result (no node pulling or yet to report) is written at once, and the last state always is.")
+	f.lease.bind(fs)
 	f.commonFlags.bind(fs, ":8080", ":8081")
 }
 
@@ -37,6 +74,9 @@ func runController(args []string, help io.Writer) error {
 		return err
 	}
 	if err := positive("min-status-interval", f.minWriteInterval); err != nil {
+		return err
+	}
+	if err := f.lease.validate(); err != nil {
 		return err
 	}
 	cfg, err := f.restConfig()
@@ -53,15 +93,10 @@ func runController(args []string, help io.Writer) error {
 		LeaderElectionNamespace: f.leaderNamespace,
 		// A successor takes over without waiting out the lease.
 		LeaderElectionReleaseOnCancel: true,
-		// Longer than the usual 15 s/10 s: the lease requests share the
-		// API server's service-account priority level with every agent,
-		// and a thousand agents starting a warm at once queued a renewal
-		// past 10 s (test/perf BenchmarkScale), which ends the process.
-		// Status aggregation can wait a minute for a successor.
-		LeaseDuration: ptr(60 * time.Second),
-		RenewDeadline: ptr(40 * time.Second),
-		RetryPeriod:   ptr(5 * time.Second),
-		Cache:         cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		LeaseDuration:                 ptr(f.lease.duration),
+		RenewDeadline:                 ptr(f.lease.renewDeadline),
+		RetryPeriod:                   ptr(f.lease.retryPeriod),
+		Cache:                         cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)

@@ -44,6 +44,9 @@ func TestUsage(t *testing.T) {
 		{[]string{"agent", "--node-name=n", "--kubelet-insecure-tls", "--kubelet-certificate-authority=ca.crt"}, 2, "exclude each other"},
 		{[]string{"agent", "--node-name=n", "extra"}, 2, `unexpected argument "extra"`},
 		{[]string{"controller", "--min-status-interval=0s"}, 2, "--min-status-interval must be positive"},
+		{[]string{"controller", "--leader-elect-retry-period=0s"}, 2, "--leader-elect-retry-period must be positive"},
+		{[]string{"controller", "--leader-elect-renew-deadline=60s"}, 2, "must be shorter than --leader-elect-lease-duration"},
+		{[]string{"controller", "--leader-elect-retry-period=35s"}, 2, "must be longer than 1.2 times --leader-elect-retry-period"},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {

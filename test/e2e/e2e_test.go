@@ -112,6 +112,7 @@ func TestE2E(t *testing.T) {
 		f.Create(t, bad)
 		iw := testbed.NewWarm(ns, "mixed", nil, other.Ref, extra.Ref)
 		iw.Spec.ImagePullSecrets = []warmv1.SecretReference{{Name: "badcred"}}
+		created := time.Now() // no pull of it fails before this
 		f.Create(t, iw)
 		for name, n := range f.Nodes {
 			testbed.Eventually(t, 60*time.Second, "Unauthorized on "+name, func() error {
@@ -142,17 +143,29 @@ func TestE2E(t *testing.T) {
 			}
 			return nil
 		})
-		// The back-off is 30 s; a fixed secret must not wait for it.
+		// A fixed secret must not wait for the back-off: each node must
+		// pull before its back-off could have ended.
+		backOffEnds := map[string]time.Time{}
+		for name := range f.Nodes {
+			backOffEnds[name] = backOffEnd(t, f, created, name, other.Ref)
+		}
 		fixed := testbed.DockerConfigSecret(ns, "badcred", regs.Auth.Host, regs.Auth.Username(), regs.Auth.Password())
 		if err := f.CP.Client.Update(context.Background(), fixed); err != nil {
 			t.Fatal(err)
 		}
 		start := time.Now()
 		for name, n := range f.Nodes {
-			testbed.Eventually(t, 25*time.Second, "fixed secret on "+name, func() error { return n.AllPresent(t, other.Ref) })
+			// The agent reads secrets on each pass, so a pass must fit in
+			// what is left of the back-off, or the test cannot tell.
+			left := time.Until(backOffEnds[name])
+			if need := f.AgentSettings.Resync + testbed.BusyMargin; left < need {
+				t.Fatalf("%s: %v of the back-off left, a retry at once needs up to %v: cannot tell it from the back-off's end",
+					name, left.Round(100*time.Millisecond), need)
+			}
+			testbed.Eventually(t, left, "fixed secret on "+name+" within the back-off", func() error { return n.AllPresent(t, other.Ref) })
 			pulls[name]++
 		}
-		t.Logf("fixed secret honoured after %v (back-off 30s)", time.Since(start).Round(time.Second))
+		t.Logf("fixed secret honoured after %v (back-off %v)", time.Since(start).Round(100*time.Millisecond), f.AgentSettings.BackOffInitial)
 	})
 
 	t.Run("missing tag is NotFound", func(t *testing.T) {
@@ -216,7 +229,8 @@ func TestE2E(t *testing.T) {
 			}
 			return nil
 		})
-		time.Sleep(2 * time.Second)
+		// Time for a pass that wrongly kept a queued pull to start it.
+		time.Sleep(f.AgentSettings.Resync + testbed.BusyMargin)
 		for _, r := range refs {
 			if f.Nodes["node-3"].Present(t, r) {
 				t.Errorf("%s was pulled although its ImageWarm was deleted", r)
@@ -241,4 +255,24 @@ func TestE2E(t *testing.T) {
 			t.Errorf("node-1 counted %v evictions, want 1", got)
 		}
 	})
+}
+
+// backOffEnd is the earliest time the back-off of a failing image on a node
+// may end, by the NodeWarm's count of failures: the n-th failure comes at
+// least the back-offs of the ones before it after the ImageWarm was
+// created, and starts a back-off of its own.
+func backOffEnd(t *testing.T, f *testbed.Fleet, created time.Time, node, ref string) time.Time {
+	t.Helper()
+	img, err := f.NodeImage(node, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if (img.State != warmv1.ImageBackOff && img.State != warmv1.ImageFailed) || img.Attempts < 1 {
+		t.Fatalf("%s on %s: state %s after %d attempts, want BackOff", ref, node, img.State, img.Attempts)
+	}
+	end := created
+	for i := 1; i <= int(img.Attempts); i++ {
+		end = end.Add(f.AgentSettings.BackOff(i))
+	}
+	return end
 }

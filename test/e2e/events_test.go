@@ -28,18 +28,23 @@ func TestFailingImageEventsFold(t *testing.T) {
 	for _, n := range nodes {
 		labels[n] = nil
 	}
-	flags := append([]string{}, testbed.DefaultAgentFlags...)
-	flags = append(flags, "--image-pull-backoff-initial="+backoff.String(), "--image-pull-backoff-max="+backoff.String())
-	f := testbed.StartFleet(t, labels, testbed.FleetOptions{AgentFlags: flags})
+	settings := testbed.DefaultAgent
+	settings.BackOffInitial, settings.BackOffMax = backoff, backoff
+	f := testbed.StartFleet(t, labels, testbed.FleetOptions{Agent: &settings})
 	const ns = "fold"
 	f.Create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	f.Create(t, testbed.NewWarm(ns, "missing", nil, regs.Anon.Ref("no/such-image:v1")))
 
 	// Every node fails at least four times: the first pull, then one per
-	// back-off, with room for a busy machine.
-	testbed.Eventually(t, 60*time.Second, "four failed pulls on each node", func() error {
+	// back-off, each retry up to BusyMargin late.
+	const failures = 4
+	within := testbed.SettleMargin
+	for i := 1; i < failures; i++ {
+		within += settings.BackOff(i) + testbed.BusyMargin
+	}
+	testbed.Eventually(t, within, "four failed pulls on each node", func() error {
 		for _, n := range nodes {
-			if got := f.Nodes[n].Metric(t, "warmer_image_pulls_total", `result="failure"`); got < 4 {
+			if got := f.Nodes[n].Metric(t, "warmer_image_pulls_total", `result="failure"`); got < failures {
 				return fmt.Errorf("%s: %v failed pulls", n, got)
 			}
 		}

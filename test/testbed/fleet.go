@@ -30,6 +30,10 @@ type Fleet struct {
 	Controller *Process
 	// ControllerMetrics is the host:port of the controller's /metrics.
 	ControllerMetrics string
+	// AgentSettings and ControllerSettings are what the agents and the
+	// controller run with; tests derive their waits from them.
+	AgentSettings      AgentSettings
+	ControllerSettings ControllerSettings
 
 	opts FleetOptions
 }
@@ -50,8 +54,10 @@ type Node struct {
 
 // FleetOptions adjust a Fleet. The zero value gives the e2e settings.
 type FleetOptions struct {
-	// AgentFlags replace DefaultAgentFlags when set.
-	AgentFlags []string
+	// Agent are the agents' settings; nil: DefaultAgent.
+	Agent *AgentSettings
+	// Controller are the controller's settings; nil: DefaultController.
+	Controller *ControllerSettings
 	// ControllerFlags are added to the controller's command line.
 	ControllerFlags []string
 	// Containerd gives options for a node's containerd, by node name.
@@ -65,26 +71,19 @@ type FleetOptions struct {
 	PlainAgents []string
 }
 
-// DefaultAgentFlags are the agent settings of a test fleet: a short resync
-// so drift is caught quickly, and a back-off long enough that "fixed without
-// waiting out the back-off" can be told apart from waiting it out.
-var DefaultAgentFlags = []string{
-	"--resync-period=3s",
-	"--image-pull-backoff-initial=30s",
-	"--image-pull-backoff-max=60s",
-	"--status-progress-interval=500ms",
-	"--zap-log-level=debug",
-}
-
 // StartFleet starts a control plane, one node (containerd, Node object with
 // the given labels, agent) per entry of labels, and the controller. Agents'
 // logs are printed when the test fails.
 func StartFleet(t TB, labels map[string]map[string]string, opts FleetOptions) *Fleet {
 	t.Helper()
-	if opts.AgentFlags == nil {
-		opts.AgentFlags = DefaultAgentFlags
+	f := &Fleet{CP: StartControlPlane(t), Bin: BuildWarmer(t), Nodes: map[string]*Node{}, opts: opts,
+		AgentSettings: DefaultAgent, ControllerSettings: DefaultController}
+	if opts.Agent != nil {
+		f.AgentSettings = *opts.Agent
 	}
-	f := &Fleet{CP: StartControlPlane(t), Bin: BuildWarmer(t), Nodes: map[string]*Node{}, opts: opts}
+	if opts.Controller != nil {
+		f.ControllerSettings = *opts.Controller
+	}
 	if opts.Plain {
 		f.Bin = BuildPlainWarmer(t)
 	}
@@ -99,7 +98,7 @@ func StartFleet(t TB, labels map[string]map[string]string, opts FleetOptions) *F
 		n.Agent, n.Metrics, n.Probe = startListening(t, "agent "+name, func(metrics, probe string) []string {
 			n.agentArgs = append([]string{f.agentBin(t, name), "agent", "--kubeconfig", f.CP.Kubeconfig, "--node-name", name,
 				"--container-runtime-endpoint", n.Containerd.Endpoint, "--metrics-bind-address", metrics,
-				"--health-probe-bind-address", probe}, opts.AgentFlags...)
+				"--health-probe-bind-address", probe}, f.AgentSettings.Flags()...)
 			return n.agentArgs
 		})
 		f.Nodes[name] = n
@@ -126,13 +125,18 @@ func (f *Fleet) agentBin(t TB, node string) string {
 }
 
 // StartController starts a warmer controller against the fleet's control
-// plane; StartFleet already started one.
+// plane; StartFleet already started one. A Fleet built by hand, with no
+// ControllerSettings, gets DefaultController.
 func (f *Fleet) StartController(t TB) *Process {
 	t.Helper()
+	if f.ControllerSettings == (ControllerSettings{}) {
+		f.ControllerSettings = DefaultController
+	}
 	p, metrics, _ := startListening(t, "controller", func(metrics, probe string) []string {
-		return append([]string{f.Bin, "controller", "--kubeconfig", f.CP.Kubeconfig,
-			"--leader-election-namespace", "default", "--min-status-interval", "300ms",
-			"--metrics-bind-address", metrics, "--health-probe-bind-address", probe}, f.opts.ControllerFlags...)
+		args := append([]string{f.Bin, "controller", "--kubeconfig", f.CP.Kubeconfig,
+			"--leader-election-namespace", "default",
+			"--metrics-bind-address", metrics, "--health-probe-bind-address", probe}, f.ControllerSettings.Flags()...)
+		return append(args, f.opts.ControllerFlags...)
 	})
 	f.ControllerMetrics = metrics
 	return p

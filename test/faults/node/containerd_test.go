@@ -37,9 +37,9 @@ func TestContainerdKilledDuringPulls(t *testing.T) {
 	testbed.Eventually(t, 30*time.Second, "RuntimeReady False in the NodeWarm", func() error {
 		return wantRuntimeReady(f, "node-1", metav1.ConditionFalse)
 	})
-	// Down long enough for the agent to retry several passes against a
+	// Down long enough for the agent to retry two passes against a
 	// missing socket.
-	time.Sleep(8 * time.Second)
+	time.Sleep(2*f.AgentSettings.Resync + testbed.BusyMargin)
 	if n.Agent.Exited() {
 		t.Fatalf("agent exited while containerd was down:\n%s", n.Agent.Log(30))
 	}

@@ -1,9 +1,12 @@
 package node
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/test/testbed"
@@ -12,7 +15,7 @@ import (
 // TestControllerDown kills the controller (SIGKILL: its leader lease is not
 // released), creates an ImageWarm, and starts a new controller later. The
 // agents do not need the controller to warm; only the ImageWarm's status
-// waits for it.
+// waits for it, and the new controller waits out the dead one's lease.
 func TestControllerDown(t *testing.T) {
 	reg := testbed.StartRegistry(t, testbed.RegistryOptions{})
 	imgs := pushSmall(t, reg, "ctl/app", 3, testbed.MB)
@@ -34,15 +37,29 @@ func TestControllerDown(t *testing.T) {
 	}
 	// Down a while: nobody sums the reports up, the status stays as created.
 	time.Sleep(time.Until(killed.Add(5 * time.Second)))
-	if st := f.ImageWarm(t, ns, "headless").Status; st.ObservedGeneration != 0 || len(st.Conditions) != 0 {
-		t.Fatalf("status written with the controller down: %+v", st)
+	if err := unwritten(f, "headless"); err != nil {
+		t.Fatalf("with the controller down: %v", err)
 	}
 
 	restarted := time.Now()
 	f.Controller = f.StartController(t)
-	testbed.Eventually(t, 90*time.Second, "status catches up", func() error { return warmReady(f, "headless", 2) })
-	t.Logf("status Ready %v after a new controller started, %v after the old one was killed (its lease must expire first)",
-		time.Since(restarted).Round(100*time.Millisecond), time.Since(killed).Round(100*time.Millisecond))
+	// The new controller counts the dead one's Lease from its own first
+	// read of it, after it started: until then nobody writes the status
+	// (a second before, for the read's own time).
+	for lease := f.ControllerSettings.LeaseDuration; time.Since(restarted) < lease-time.Second; time.Sleep(time.Second) {
+		if err := unwritten(f, "headless"); err != nil {
+			t.Fatalf("%v after the new controller started, within the dead one's %v lease: %v", time.Since(restarted).Round(100*time.Millisecond), lease, err)
+		}
+	}
+	// It leads once the lease has run out and its next try comes
+	// (ControllerSettings.TakeOver), then sums the reports up.
+	takeOver := f.ControllerSettings.TakeOver()
+	testbed.Eventually(t, time.Until(restarted.Add(takeOver+testbed.SettleMargin)), "status catches up", func() error {
+		return warmReady(f, "headless", 2)
+	})
+	t.Logf("status Ready %v after a new controller started, %v after the old one was killed (its %v lease must expire first; take-over within %v)",
+		time.Since(restarted).Round(100*time.Millisecond), time.Since(killed).Round(100*time.Millisecond),
+		f.ControllerSettings.LeaseDuration, takeOver)
 	st := f.ImageWarm(t, ns, "headless").Status
 	if len(st.Images) != len(refs)-1 {
 		t.Fatalf("status lists %d images, want %d: %+v", len(st.Images), len(refs)-1, st.Images)
@@ -55,6 +72,18 @@ func TestControllerDown(t *testing.T) {
 	if err := noPulling(st); err != nil {
 		t.Error(err)
 	}
+}
+
+// unwritten checks that no controller wrote the ImageWarm's status.
+func unwritten(f *testbed.Fleet, name string) error {
+	var iw warmv1.ImageWarm
+	if err := f.CP.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &iw); err != nil {
+		return err
+	}
+	if st := iw.Status; st.ObservedGeneration != 0 || len(st.Conditions) != 0 {
+		return fmt.Errorf("status written: %+v", st)
+	}
+	return nil
 }
 
 func noPulling(st warmv1.ImageWarmStatus) error {

@@ -62,10 +62,11 @@ func TestLabelFlapAndDeleteMidPull(t *testing.T) {
 		return warmsExactly(f, "node-1", "web")
 	})
 	t.Logf("NodeWarm forgot the deleted ImageWarm %v after the delete", time.Since(deleted).Round(100*time.Millisecond))
-	// Time for a pass that wrongly kept a queued pull to start it; a pull
-	// that escaped cancellation would still be running (8 s each), which
-	// the count of cancelled pulls below catches.
-	time.Sleep(3 * time.Second)
+	// Time for a pass (one comes at least every resync period) that
+	// wrongly kept a queued pull to start it; a pull that escaped
+	// cancellation would still be running (8 s each), which the count of
+	// cancelled pulls below catches.
+	time.Sleep(f.AgentSettings.Resync + testbed.BusyMargin)
 	for _, r := range bulk {
 		if n.Present(t, r) {
 			t.Errorf("%s was pulled although its ImageWarm was deleted mid-pull", r)

@@ -26,7 +26,7 @@ const diskSize = 64 * testbed.MB
 // and the agents a 50 % threshold.
 func TestDiskPressure(t *testing.T) {
 	f := testbed.StartFleet(t, map[string]map[string]string{"node-fill": nil, "node-enospc": nil}, testbed.FleetOptions{
-		AgentFlags: agentFlags("--image-fs-threshold-percent=50"),
+		Agent: agentSettings("--image-fs-threshold-percent=50"),
 		Containerd: func(string) []testbed.ContainerdOption {
 			return []testbed.ContainerdOption{testbed.WithImageFilesystemSize(diskSize)}
 		},
@@ -47,7 +47,7 @@ func testGuard(t *testing.T, f *testbed.Fleet, reg *testbed.Registry, node strin
 	// The guard caches its reading for DefaultDiskCheckInterval and the
 	// node has no NodeWarm to watch yet: outwait the cache, or a pull could
 	// start on a reading from before the filler.
-	time.Sleep(pullengine.DefaultDiskCheckInterval + time.Second)
+	time.Sleep(pullengine.DefaultDiskCheckInterval + testbed.BusyMargin)
 	p := testbed.StartFaultProxy(t, reg.Host)
 	ref := via(reg.PushRandom(t, "disk/fill:v1", testbed.ImageOptions{LayerSize: testbed.MB}), reg, p)
 	warmOn(t, f, "fill", node, 0, ref)
@@ -57,8 +57,9 @@ func testGuard(t *testing.T, f *testbed.Fleet, reg *testbed.Registry, node strin
 		t.Errorf("NodeWarm image filesystem %+v, want above 50 %%", fs)
 	}
 	waitDiskCondition(t, f, node, metav1.ConditionTrue)
-	// Held back, not failing: the registry is never asked.
-	time.Sleep(5 * time.Second)
+	// Held back, not failing: the registry is never asked, though the
+	// engine tries again once the guard's reading is due again.
+	time.Sleep(pullengine.DefaultDiskCheckInterval + testbed.BusyMargin)
 	if r := p.Requests(); len(r) != 0 {
 		t.Fatalf("the registry was asked %d times under disk pressure: %+v", len(r), r)
 	}
@@ -66,8 +67,9 @@ func testGuard(t *testing.T, f *testbed.Fleet, reg *testbed.Registry, node strin
 		t.Fatal(err)
 	}
 	freed := time.Now()
-	// The guard rereads the filesystem every 10 s.
-	waitPresent(t, f, node, ref, 60*time.Second)
+	// The guard rereads the filesystem once its reading is older than
+	// DefaultDiskCheckInterval, when the held pull is tried again.
+	waitPresent(t, f, node, ref, pullengine.DefaultDiskCheckInterval+testbed.SettleMargin)
 	t.Logf("pulled %v after the space was freed", time.Since(freed).Round(100*time.Millisecond))
 	waitDiskCondition(t, f, node, metav1.ConditionFalse)
 }
@@ -81,6 +83,7 @@ func testOutOfSpace(t *testing.T, f *testbed.Fleet, reg *testbed.Registry, node 
 	p := testbed.StartFaultProxy(t, reg.Host)
 	// 40 MB of content plus 40 MB unpacked: more than the 64 MB there are.
 	ref := via(reg.PushRandom(t, "disk/huge:v1", testbed.ImageOptions{LayerSize: 40 * testbed.MB}), reg, p)
+	created := time.Now()
 	warmOn(t, f, "huge", node, 0, ref)
 	got := waitReason(t, f, node, ref, "DiskPressure", 60*time.Second)
 	t.Logf("status: %s %s: %s", got.State, got.Reason, got.Message)
@@ -91,7 +94,8 @@ func testOutOfSpace(t *testing.T, f *testbed.Fleet, reg *testbed.Registry, node 
 	if !strings.Contains(note, "no space left on device") {
 		t.Errorf("first DiskPressure failure is not the runtime's: %s", note)
 	}
-	const watch = 20 * time.Second
+	// Long enough for the back-off to reach its cap and stay there a while.
+	watch := 5 * settings.BackOffMax
 	time.Sleep(watch)
 	// Each pull resolves the tag with one HEAD; none is repeated at once
 	// on this failure, so HEADs are pulls that reached the registry.
@@ -102,14 +106,18 @@ func testOutOfSpace(t *testing.T, f *testbed.Fleet, reg *testbed.Registry, node 
 		}
 	}
 	pulls := f.Nodes[node].Metric(t, "warmer_image_pulls_total", `reason="DiskPressure"`)
-	t.Logf("in about %v: %d pulls reached the registry, %v counted with reason DiskPressure", watch, len(heads), pulls)
-	// 1, 2, 4, 4, 4 ... s of back-off: at most 7 in the time, with the
-	// guard refusing some of them before the registry is asked.
-	if len(heads) > 8 || pulls > 8 {
-		t.Errorf("%d pulls reached the registry, %v counted, in about %v: not backing off", len(heads), pulls, watch)
+	// The first pull came after the ImageWarm was created; the back-off
+	// (settings.BackOff) allows at most this many since, the guard
+	// refusing some of them before the registry is asked.
+	elapsed := time.Since(created)
+	most := settings.MaxAttempts(elapsed)
+	t.Logf("in %v: %d pulls reached the registry, %v counted with reason DiskPressure; the back-off allows %d",
+		elapsed.Round(100*time.Millisecond), len(heads), pulls, most)
+	if len(heads) > most || pulls > float64(most) {
+		t.Errorf("%d pulls reached the registry, %v counted, in %v: not backing off (at most %d)", len(heads), pulls, elapsed, most)
 	}
 	for i := 1; i < len(heads); i++ {
-		if gap := heads[i].Sub(heads[i-1]); gap < backOffInitial-50*time.Millisecond {
+		if gap := heads[i].Sub(heads[i-1]); gap < settings.BackOffInitial-50*time.Millisecond {
 			t.Errorf("pull %d came %v after the previous one, within the back-off", i+1, gap)
 		}
 	}
@@ -136,10 +144,12 @@ func nodeWarmDisk(t *testing.T, f *testbed.Fleet, node string) (*warmv1.ImageFil
 	return nw.Status.ImageFilesystem, meta.FindStatusCondition(nw.Status.Conditions, "DiskPressure")
 }
 
-// waitDiskCondition waits for the NodeWarm's DiskPressure condition.
+// waitDiskCondition waits for the NodeWarm's DiskPressure condition, for
+// as long as a new disk reading and a pass to report it may take.
 func waitDiskCondition(t *testing.T, f *testbed.Fleet, node string, want metav1.ConditionStatus) {
 	t.Helper()
-	testbed.Eventually(t, 30*time.Second, "DiskPressure condition "+string(want), func() error {
+	within := pullengine.DefaultDiskCheckInterval + settings.Resync + testbed.SettleMargin
+	testbed.Eventually(t, within, "DiskPressure condition "+string(want), func() error {
 		if _, c := nodeWarmDisk(t, f, node); c == nil || c.Status != want {
 			return fmt.Errorf("condition %+v", c)
 		}

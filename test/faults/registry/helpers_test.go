@@ -16,26 +16,30 @@ import (
 
 const (
 	ns = "default"
-	// Short back-off so a test sees several retries in seconds.
-	backOffInitial = time.Second
-	backOffMax     = 4 * time.Second
-	// slack is how late a retry may come after its back-off ends: a pass
-	// runs, the throttle lets it through, the runtime starts the pull. The
-	// machine is shared, so it is generous.
-	slack = 3 * time.Second
+	// slack is how late a retry may come after its back-off ends: the
+	// agent requeues a failing image for the moment its back-off ends, so
+	// what remains is a pass running, the throttle letting it through and
+	// the runtime starting the pull, on a shared machine.
+	slack = testbed.BusyMargin
 )
 
-// agentFlags are the fleet defaults with a short back-off.
-func agentFlags(extra ...string) []string {
-	flags := []string{
-		"--resync-period=3s",
-		fmt.Sprintf("--image-pull-backoff-initial=%s", backOffInitial),
-		fmt.Sprintf("--image-pull-backoff-max=%s", backOffMax),
-		"--status-progress-interval=500ms",
-		"--zap-log-level=debug",
-	}
-	return append(flags, extra...)
+// settings are the fleet defaults with a short back-off, so that a test
+// sees several retries in seconds; the waits below derive from them.
+var settings = func() testbed.AgentSettings {
+	s := testbed.DefaultAgent
+	s.BackOffInitial, s.BackOffMax = time.Second, 4*time.Second
+	return s
+}()
+
+// agentSettings are settings with more flags.
+func agentSettings(extra ...string) *testbed.AgentSettings {
+	s := settings.With(extra...)
+	return &s
 }
+
+// recovered is how long an image may take to be present once its fault is
+// gone: the longest back-off the agent may be in, then a pull.
+var recovered = settings.BackOffMax + testbed.SettleMargin
 
 // via rewrites an image reference to go through a proxy.
 func via(img testbed.Image, reg *testbed.Registry, p *testbed.FaultProxy) string {
@@ -129,11 +133,16 @@ func attempts(reqs []testbed.ProxyRequest) ([]time.Time, []int) {
 	return starts, sizes
 }
 
-// waitAttempts waits until the proxy has seen n pull attempts.
-func waitAttempts(t *testing.T, p *testbed.FaultProxy, n int, within time.Duration) ([]time.Time, []int) {
+// waitAttempts waits until the proxy has seen n pull attempts, for as long
+// as the back-off between them may take.
+func waitAttempts(t *testing.T, p *testbed.FaultProxy, n int) ([]time.Time, []int) {
 	t.Helper()
 	var starts []time.Time
 	var sizes []int
+	within := testbed.SettleMargin
+	for i := 1; i < n; i++ {
+		within += settings.BackOff(i) + slack
+	}
 	testbed.Eventually(t, within, fmt.Sprintf("%d pull attempts", n), func() error {
 		if starts, sizes = attempts(p.Requests()); len(starts) < n {
 			return fmt.Errorf("%d attempts so far", len(starts))
@@ -144,13 +153,14 @@ func waitAttempts(t *testing.T, p *testbed.FaultProxy, n int, within time.Durati
 }
 
 // checkBackOff asserts that the gaps between attempts follow the agent's
-// back-off: each at least the back-off due (doubling from backOffInitial,
-// capped at backOffMax), at most that plus slack, and growing until the cap.
+// back-off: each at least the back-off due (settings.BackOff: doubling from
+// BackOffInitial, capped at BackOffMax), at most that plus slack, and
+// growing until the cap.
 func checkBackOff(t *testing.T, starts []time.Time) []time.Duration {
 	t.Helper()
 	var gaps []time.Duration
-	due := backOffInitial
 	for i := 1; i < len(starts); i++ {
+		due := settings.BackOff(i)
 		gap := starts[i].Sub(starts[i-1])
 		gaps = append(gaps, gap.Round(10*time.Millisecond))
 		// The back-off runs from the failure, which comes after the
@@ -158,7 +168,6 @@ func checkBackOff(t *testing.T, starts []time.Time) []time.Duration {
 		if gap < due-50*time.Millisecond || gap > due+slack {
 			t.Errorf("attempt %d came %v after the previous one; back-off due %v (slack %v)", i+1, gap, due, slack)
 		}
-		due = min(2*due, backOffMax)
 	}
 	for i := 1; i < len(gaps) && i < 3; i++ {
 		if gaps[i] <= gaps[i-1] {

@@ -13,7 +13,7 @@ const node = "node-1"
 // TestRegistryFaults runs one agent against a registry behind a fault
 // proxy. Each case has its own proxy, images and ImageWarm.
 func TestRegistryFaults(t *testing.T) {
-	f := testbed.StartFleet(t, map[string]map[string]string{node: nil}, testbed.FleetOptions{AgentFlags: agentFlags()})
+	f := testbed.StartFleet(t, map[string]map[string]string{node: nil}, testbed.FleetOptions{Agent: agentSettings()})
 	reg := testbed.StartRegistry(t, testbed.RegistryOptions{Name: "origin"})
 
 	t.Run("registry stopped mid-pull then back", func(t *testing.T) { testStoppedMidPull(t, f) })
@@ -58,7 +58,7 @@ func testStoppedMidPull(t *testing.T, f *testbed.Fleet) {
 	}
 	flaky.Start()
 	p.Pass()
-	waitPresent(t, f, node, ref, backOffMax+30*time.Second)
+	waitPresent(t, f, node, ref, recovered)
 }
 
 // testAnswers has the proxy answer every request with fault, checks the
@@ -74,12 +74,12 @@ func testAnswers(t *testing.T, f *testbed.Fleet, reg *testbed.Registry, name str
 	if _, err := failedEvent(t, f, name, reason); err != nil {
 		t.Error(err)
 	}
-	// Five attempts: gaps of 1, 2, 4 and 4 s.
-	starts, sizes := waitAttempts(t, p, 5, 60*time.Second)
+	// Five attempts: four gaps, of 1, 2, 4 and 4 s with the settings.
+	starts, sizes := waitAttempts(t, p, 5)
 	t.Logf("requests per attempt: %v", sizes)
 	checkBackOff(t, starts)
 	p.Pass()
-	waitPresent(t, f, node, ref, backOffMax+30*time.Second)
+	waitPresent(t, f, node, ref, recovered)
 }
 
 // testResets cuts connections two ways: before a manifest answer, and in
@@ -103,31 +103,37 @@ func testResets(t *testing.T, f *testbed.Fleet, reg *testbed.Registry) {
 	}
 	early.Pass()
 	mid.Pass()
-	waitPresent(t, f, node, earlyRef, backOffMax+30*time.Second)
-	waitPresent(t, f, node, midRef, backOffMax+30*time.Second)
+	waitPresent(t, f, node, earlyRef, recovered)
+	waitPresent(t, f, node, midRef, recovered)
 }
 
-// testSlow pulls two images over slow bodies: one under a 10 s pullTimeout
-// that it cannot meet, one without a timeout of its own (the agent's
-// default is 30 minutes), which arrives, late.
+// testSlow pulls two images over slow bodies: one under a pullTimeout that
+// it cannot meet, one without a timeout of its own (the agent's default is
+// 30 minutes), which arrives, late.
 func testSlow(t *testing.T, f *testbed.Fleet, reg *testbed.Registry) {
 	p := testbed.StartFaultProxy(t, reg.Host)
-	const rate = 256 << 10
+	const (
+		rate        = 256 << 10
+		pullTimeout = 10 * time.Second
+	)
+	// The big image needs 80 s at the rate, far beyond its pullTimeout;
+	// the small one needs 4 s.
 	big := via(reg.PushRandom(t, "slow/big:v1", testbed.ImageOptions{LayerSize: 20 * testbed.MB}), reg, p)
 	small := via(reg.PushRandom(t, "slow/small:v1", testbed.ImageOptions{LayerSize: testbed.MB}), reg, p)
+	smallTime := time.Duration(testbed.MB) * time.Second / rate
 	p.Set(testbed.Fault{Mode: testbed.FaultSlow, Paths: testbed.BlobPaths, Rate: rate})
 	start := time.Now()
-	warm(t, f, "slow-timeout", 10*time.Second, big)
+	warm(t, f, "slow-timeout", pullTimeout, big)
 	warm(t, f, "slow-ok", 0, small)
 
-	waitPresent(t, f, node, small, 60*time.Second)
-	// 1 MB at 256 KiB/s takes 4 s: anything much quicker was not slowed.
-	if d := time.Since(start); d < 3*time.Second {
-		t.Errorf("the slow image arrived after %v only", d)
+	waitPresent(t, f, node, small, smallTime+testbed.SettleMargin)
+	// Anything much quicker than the rate allows was not slowed.
+	if d := time.Since(start); d < smallTime*3/4 {
+		t.Errorf("the slow image arrived after %v only; at %d B/s it takes %v", d, rate, smallTime)
 	}
-	got := waitReason(t, f, node, big, "Timeout", 60*time.Second)
-	if d := time.Since(start); d < 10*time.Second {
-		t.Errorf("Timeout after %v, before the 10s pullTimeout", d)
+	got := waitReason(t, f, node, big, "Timeout", pullTimeout+testbed.SettleMargin)
+	if d := time.Since(start); d < pullTimeout {
+		t.Errorf("Timeout after %v, before the %v pullTimeout", d, pullTimeout)
 	}
 	t.Logf("status: %s %s: %s", got.State, got.Reason, got.Message)
 	if f.Nodes[node].Present(t, big) {

@@ -1,0 +1,154 @@
+package testbed
+
+import (
+	"time"
+
+	"k8s.io/client-go/tools/leaderelection"
+)
+
+// Margins for a shared 2-core machine, where other test binaries compete
+// for the CPU (timings there run two to three times those of an idle
+// machine).
+const (
+	// BusyMargin is how late one timed step may come: a timer that fires
+	// late, a process scheduled late, a write queued behind others. Timing
+	// assertions (a retry no later than its back-off plus this) use it.
+	BusyMargin = 3 * time.Second
+	// SettleMargin is what a wait for an outcome adds to the configured
+	// periods it spans: API round trips, rate-limited status writes and
+	// the pull itself, under load. It bounds no timing claim, so it is
+	// generous.
+	SettleMargin = 30 * time.Second
+)
+
+// AgentSettings are the timings a test fleet's agents run with. Flags
+// renders them as the agent's command line, so that a test derives its
+// waits from the values the agent runs with instead of repeating them. A
+// zero duration passes no flag: the agent's own default applies, and the
+// methods that need the value must not be used.
+type AgentSettings struct {
+	// Resync is --resync-period: the longest time between two passes.
+	Resync time.Duration
+	// BackOffInitial and BackOffMax are --image-pull-backoff-initial and
+	// --image-pull-backoff-max.
+	BackOffInitial, BackOffMax time.Duration
+	// ProgressInterval is --status-progress-interval.
+	ProgressInterval time.Duration
+	// LogLevel is --zap-log-level; empty passes none.
+	LogLevel string
+	// Extra flags follow the rendered ones (a later flag wins).
+	Extra []string
+}
+
+// DefaultAgent are the agent settings of a test fleet: a short resync so
+// drift is caught quickly, and a back-off long enough that "fixed without
+// waiting out the back-off" can be told apart from waiting it out.
+var DefaultAgent = AgentSettings{
+	Resync:           3 * time.Second,
+	BackOffInitial:   30 * time.Second,
+	BackOffMax:       60 * time.Second,
+	ProgressInterval: 500 * time.Millisecond,
+	LogLevel:         "debug",
+}
+
+// DefaultAgentFlags are DefaultAgent's flags.
+var DefaultAgentFlags = DefaultAgent.Flags()
+
+// Flags renders the settings as the agent's flags.
+func (s AgentSettings) Flags() []string {
+	var out []string
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{
+		{"resync-period", s.Resync},
+		{"image-pull-backoff-initial", s.BackOffInitial},
+		{"image-pull-backoff-max", s.BackOffMax},
+		{"status-progress-interval", s.ProgressInterval},
+	} {
+		if f.d > 0 {
+			out = append(out, "--"+f.name+"="+f.d.String())
+		}
+	}
+	if s.LogLevel != "" {
+		out = append(out, "--zap-log-level="+s.LogLevel)
+	}
+	return append(out, s.Extra...)
+}
+
+// With returns a copy of the settings with more flags.
+func (s AgentSettings) With(extra ...string) AgentSettings {
+	s.Extra = append(append([]string{}, s.Extra...), extra...)
+	return s
+}
+
+// BackOff is the wait the agent sets after an image's failures-th failure
+// in a row: BackOffInitial, doubling with each failure up to BackOffMax
+// (client-go's flowcontrol.Backoff, without jitter).
+func (s AgentSettings) BackOff(failures int) time.Duration {
+	d := s.BackOffInitial
+	for i := 1; i < failures && d < s.BackOffMax; i++ {
+		d *= 2
+	}
+	return min(d, s.BackOffMax)
+}
+
+// MaxAttempts is the most pulls of one failing image the back-off lets
+// start within d of the first: each attempt comes at least the back-off
+// after the previous one failed, so no later than that.
+func (s AgentSettings) MaxAttempts(d time.Duration) int {
+	n, at := 1, s.BackOff(1)
+	for at <= d {
+		n++
+		at += s.BackOff(n)
+	}
+	return n
+}
+
+// ControllerSettings are the timings a test fleet's controller runs with;
+// Flags renders them.
+type ControllerSettings struct {
+	// MinStatusInterval is --min-status-interval.
+	MinStatusInterval time.Duration
+	// LeaseDuration, RenewDeadline and RetryPeriod are the
+	// --leader-elect-* flags.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+}
+
+// DefaultController are the controller settings of a test fleet: a short
+// status interval so tests see status soon, and the binary's own lease
+// timings (cmd/warmer), which docs/reliability.md describes.
+var DefaultController = ControllerSettings{
+	MinStatusInterval: 300 * time.Millisecond,
+	LeaseDuration:     60 * time.Second,
+	RenewDeadline:     40 * time.Second,
+	RetryPeriod:       5 * time.Second,
+}
+
+// Flags renders the settings as the controller's flags.
+func (s ControllerSettings) Flags() []string {
+	var out []string
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{
+		{"min-status-interval", s.MinStatusInterval},
+		{"leader-elect-lease-duration", s.LeaseDuration},
+		{"leader-elect-renew-deadline", s.RenewDeadline},
+		{"leader-elect-retry-period", s.RetryPeriod},
+	} {
+		if f.d > 0 {
+			out = append(out, "--"+f.name+"="+f.d.String())
+		}
+	}
+	return out
+}
+
+// TakeOver is the longest a controller started while a killed leader's
+// Lease is still held waits before it leads: client-go counts the lease
+// from when this candidate first read the Lease, so a whole LeaseDuration
+// from its start, and then tries again every RetryPeriod with up to
+// leaderelection.JitterFactor of jitter.
+func (s ControllerSettings) TakeOver() time.Duration {
+	return s.LeaseDuration + time.Duration((1+leaderelection.JitterFactor)*float64(s.RetryPeriod))
+}
