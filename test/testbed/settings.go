@@ -56,20 +56,12 @@ var DefaultAgentFlags = DefaultAgent.Flags()
 
 // Flags renders the settings as the agent's flags.
 func (s AgentSettings) Flags() []string {
-	var out []string
-	for _, f := range []struct {
-		name string
-		d    time.Duration
-	}{
+	out := durationFlags([]durationFlag{
 		{"resync-period", s.Resync},
 		{"image-pull-backoff-initial", s.BackOffInitial},
 		{"image-pull-backoff-max", s.BackOffMax},
 		{"status-progress-interval", s.ProgressInterval},
-	} {
-		if f.d > 0 {
-			out = append(out, "--"+f.name+"="+f.d.String())
-		}
-	}
+	})
 	if s.LogLevel != "" {
 		out = append(out, "--zap-log-level="+s.LogLevel)
 	}
@@ -127,16 +119,24 @@ var DefaultController = ControllerSettings{
 
 // Flags renders the settings as the controller's flags.
 func (s ControllerSettings) Flags() []string {
-	var out []string
-	for _, f := range []struct {
-		name string
-		d    time.Duration
-	}{
+	return durationFlags([]durationFlag{
 		{"min-status-interval", s.MinStatusInterval},
 		{"leader-elect-lease-duration", s.LeaseDuration},
 		{"leader-elect-renew-deadline", s.RenewDeadline},
 		{"leader-elect-retry-period", s.RetryPeriod},
-	} {
+	})
+}
+
+// durationFlag is one duration setting and its flag's name.
+type durationFlag struct {
+	name string
+	d    time.Duration
+}
+
+// durationFlags renders the settings that are set (non-zero) as flags.
+func durationFlags(flags []durationFlag) []string {
+	var out []string
+	for _, f := range flags {
 		if f.d > 0 {
 			out = append(out, "--"+f.name+"="+f.d.String())
 		}
