@@ -5,16 +5,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -76,22 +72,7 @@ func (f *hugeCRI) PullImage(_ context.Context, req *runtimeapi.PullImageRequest)
 // serveFake serves f on a unix socket under a short directory (socket
 // paths must stay under 108 bytes) and returns the endpoint.
 func serveFake(t *testing.T, f *hugeCRI) string {
-	dir, err := os.MkdirTemp("", "fcri")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "cri.sock")
-	lis, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	runtimeapi.RegisterRuntimeServiceServer(srv, f)
-	runtimeapi.RegisterImageServiceServer(srv, f)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	return "unix://" + sock
+	return "unix://" + testbed.ServeFakeCRI(t, f)
 }
 
 // TestHugeRuntimeMessage runs the real agent and controller binaries on a

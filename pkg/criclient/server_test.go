@@ -2,13 +2,12 @@ package criclient
 
 import (
 	"context"
-	"net"
-	"path/filepath"
 	"sync"
 	"testing"
 
-	"google.golang.org/grpc"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/warmer-dev/warmer/test/testbed"
 )
 
 // fakeRuntime is a CRI server on a unix socket in a temp dir. It is a fake
@@ -32,17 +31,7 @@ type fakeRuntime struct {
 // startFake serves f on a fresh socket and returns the socket path.
 func startFake(t *testing.T, f *fakeRuntime) string {
 	t.Helper()
-	sock := filepath.Join(t.TempDir(), "cri.sock")
-	lis, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	runtimeapi.RegisterRuntimeServiceServer(srv, f)
-	runtimeapi.RegisterImageServiceServer(srv, f)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	return sock
+	return testbed.ServeFakeCRI(t, f)
 }
 
 func (f *fakeRuntime) Version(context.Context, *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
