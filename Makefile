@@ -88,9 +88,10 @@ e2e: testbed ## Run only the end-to-end test: the controller and three agents on
 	assets="$(ASSETS)"; KUBEBUILDER_ASSETS="$$assets" PATH="$$PATH:$$assets" go test $(GO_TEST_FLAGS) -v ./test/e2e
 
 # BENCH_ROUNDS: rounds of the time-to-warm benchmarks. BENCH_FULL=1: fleets
-# of 100, 300 and 1,000 simulated agents and a 10-minute idle period (the
-# short form: 100 agents, 20 s). BENCH_SCALE=100,300 and BENCH_IDLE=1m
-# choose those directly. See docs/performance.md.
+# of 100, 300 and 1,000 simulated agents (and 1,000 with 100 images each)
+# and a 10-minute idle period (the short form: 100 agents, 20 s).
+# BENCH_SCALE=100,1000x100 and BENCH_IDLE=1m choose those directly. See
+# docs/performance.md.
 BENCH_ROUNDS ?= 5
 BENCH_FULL ?=
 
@@ -99,7 +100,7 @@ bench: testbed ## Benchmarks (docs/performance.md): time to warm, engine vs CRI,
 	assets="$(ASSETS)"; export KUBEBUILDER_ASSETS="$$assets" PATH="$$PATH:$$assets" BENCH_FULL="$(BENCH_FULL)"; { \
 		go test -p 1 -run '^$$' -bench 'BenchmarkWarm|BenchmarkTimeToWarm' -benchtime $(BENCH_ROUNDS)x -timeout 60m ./pkg/pullengine ./test/perf && \
 		go test -run '^$$' -bench 'BenchmarkScale|BenchmarkAgentFootprint' -benchtime 1x -timeout 90m ./test/perf && \
-		go test -p 1 -run '^$$' -bench 'BenchmarkPresence2000|BenchmarkAggregate1000|BenchmarkDesired1000' -benchmem ./pkg/pullengine ./controllers ./controllers/agent; \
+		go test -p 1 -run '^$$' -bench 'BenchmarkPresence2000|BenchmarkAggregate1000|BenchmarkDesired1000|BenchmarkImageWarmStatusSize|BenchmarkNodeWarmSize' -benchmem ./pkg/pullengine ./controllers ./controllers/agent; \
 	} 2>&1 | go run ./test/perf/benchtable
 
 .PHONY: fuzz

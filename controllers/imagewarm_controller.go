@@ -25,8 +25,8 @@ const DefaultMinWriteInterval = time.Second
 // the ImageWarm; Node and NodeWarm changes enqueue the ImageWarms they
 // concern.
 type ImageWarmReconciler struct {
-	// Client reads ImageWarms, NodeWarms and Nodes and writes ImageWarm
-	// status. Its reads must come from the manager's cache (every reconcile
+	// Client reads ImageWarms, NodeWarms, Nodes and workloads and writes
+	// ImageWarm status. Its reads must come from the manager's cache (every reconcile
 	// lists all Nodes and NodeWarms); SetupWithManager sets the manager's
 	// client when it is nil.
 	Client client.Client
@@ -40,6 +40,11 @@ type ImageWarmReconciler struct {
 	// ImageWarm after a short burst; DefaultAggregateInterval when zero.
 	// It bounds the work of a fleet reporting on one ImageWarm.
 	AggregateInterval time.Duration
+	// WatchedKinds are the workload kinds the controller watches for
+	// spec.imagesFrom; nil watches every kind (warmv1.WorkloadKinds), an
+	// empty list none. The manager's cache must have CacheOptions of the
+	// same kinds.
+	WatchedKinds []warmv1.WorkloadKind
 
 	pacer *statusPacer
 }
@@ -49,7 +54,9 @@ type ImageWarmReconciler struct {
 
 // SetupWithManager registers the reconciler. Nodes are watched and cached as
 // metadata only: their labels are all it reads, and full Nodes (status,
-// images) would cost far more memory in a large cluster.
+// images) would cost far more memory in a large cluster. Workloads are
+// watched for imagesFrom, and cached stripped to their images when the
+// manager's cache has CacheOptions.
 func (r *ImageWarmReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Client == nil {
 		r.Client = mgr.GetClient()
@@ -62,14 +69,14 @@ func (r *ImageWarmReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		aggregate = DefaultAggregateInterval
 	}
 	r.pacer = newStatusPacer(interval, aggregate, time.Now)
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("imagewarm").
 		// Our own status writes need no reconcile; spec changes,
 		// creation and deletion do.
 		For(&warmv1.ImageWarm{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&warmv1.NodeWarm{}, nodeWarmHandler()).
-		WatchesMetadata(&corev1.Node{}, r.nodeHandler()).
-		Complete(r)
+		WatchesMetadata(&corev1.Node{}, r.nodeHandler())
+	return r.watchWorkloads(b).Complete(r)
 }
 
 // Reconcile recomputes one ImageWarm's status from every matching node's
@@ -86,11 +93,16 @@ func (r *ImageWarmReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		imageWarmStatusWrites.WithLabelValues(statusDeferred).Inc()
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
+	view, err := r.withResolved(ctx, iw)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	f, err := r.readFleet(ctx)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	status, err := aggregateTimed(iw, f)
+	r.pacer.observeWatchers(len(f.reports))
+	status, err := aggregateTimed(view, f)
 	if err != nil {
 		// The API server validates selectors; one that still does not
 		// parse will not parse on a retry either.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"slices"
 	"testing"
 	"time"
 
@@ -70,8 +71,8 @@ func TestImageWarmController(t *testing.T) {
 				iwCounts(st, warmv1.NodeCounts{Matching: 2, Ready: 1, Pulling: 1}),
 				iwCond(st, warmv1.ConditionReady, metav1.ConditionFalse, ConditionReasonPulling),
 				iwCond(st, warmv1.ConditionProgressing, metav1.ConditionTrue, ConditionReasonPulling),
-				iwImageCounts(st, 0, warmv1.ImageFleetStatus{Image: nginx, Digest: iwDigestA, Ready: 2}),
-				iwImageCounts(st, 1, warmv1.ImageFleetStatus{Image: app, Digest: iwDigestA, Ready: 1, Pulling: 1}))
+				iwReadyImages(st, 1),
+				iwPending(st, warmv1.ImageFleetStatus{Image: app, Ready: 1, Pulling: 1}))
 		})
 	})
 
@@ -83,7 +84,8 @@ func TestImageWarmController(t *testing.T) {
 				iwCounts(st, warmv1.NodeCounts{Matching: 2, Ready: 2}),
 				iwCond(st, warmv1.ConditionReady, metav1.ConditionTrue, ConditionReasonAllNodesWarm),
 				iwCond(st, warmv1.ConditionProgressing, metav1.ConditionFalse, ConditionReasonAllNodesWarm),
-				iwCond(st, warmv1.ConditionDegraded, metav1.ConditionFalse, ConditionReasonNoFailures))
+				iwCond(st, warmv1.ConditionDegraded, metav1.ConditionFalse, ConditionReasonNoFailures),
+				iwReadyImages(st, 2))
 		})
 		wait()
 	})
@@ -99,7 +101,8 @@ func TestImageWarmController(t *testing.T) {
 				iwCounts(st, warmv1.NodeCounts{Matching: 2, Ready: 1, Failed: 1}),
 				iwCond(st, warmv1.ConditionReady, metav1.ConditionFalse, ConditionReasonNodesFailed),
 				iwCond(st, warmv1.ConditionDegraded, metav1.ConditionTrue, ConditionReasonPullFailed),
-				iwImageCounts(st, 1, warmv1.ImageFleetStatus{Image: app, Digest: iwDigestA, Ready: 1, Failed: 1}))
+				iwReadyImages(st, 1),
+				iwPending(st, warmv1.ImageFleetStatus{Image: app, Ready: 1, Failed: 1}))
 		})
 	})
 
@@ -250,18 +253,26 @@ func testOneNodeWarm(t *testing.T, cp *testbed.ControlPlane) {
 // stopped at cleanup before the control plane.
 func startImageWarmController(t *testing.T, cp *testbed.ControlPlane) {
 	t.Helper()
+	startImageWarmControllerWatching(t, cp, nil)
+}
+
+// startImageWarmControllerWatching is startImageWarmController watching
+// only the given workload kinds (nil: every kind).
+func startImageWarmControllerWatching(t *testing.T, cp *testbed.ControlPlane, kinds []warmv1.WorkloadKind) {
+	t.Helper()
 	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{
 		Scheme:                 testbed.Scheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Logger:                 logr.Discard(),
+		Cache:                  CacheOptions(kinds),
 		// Other suites in this package register controllers too.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &ImageWarmReconciler{Client: mgr.GetClient(), MinWriteInterval: testWriteInterval}
+	r := &ImageWarmReconciler{Client: mgr.GetClient(), MinWriteInterval: testWriteInterval, WatchedKinds: kinds}
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +321,9 @@ func (e *iwEnv) putReport(node string, warms []warmv1.WarmRef, images ...warmv1.
 	r := iwReport(node, warms, images...)
 	nw.Status = r.Status
 	for i := range nw.Status.Images {
-		nw.Status.Images[i].LastTransitionTime = metav1.Now()
+		if nw.Status.Images[i].State != warmv1.ImagePresent {
+			nw.Status.Images[i].LastTransitionTime = ptr.To(metav1.Now())
+		}
 	}
 	if err := e.cp.Client.Status().Update(ctx, nw); err != nil {
 		e.t.Fatal(err)
@@ -472,9 +485,17 @@ func iwGeneration(st warmv1.ImageWarmStatus, want int64) error {
 	return nil
 }
 
-func iwImageCounts(st warmv1.ImageWarmStatus, i int, want warmv1.ImageFleetStatus) error {
-	if i >= len(st.Images) || st.Images[i] != want {
-		return fmt.Errorf("images %+v, want [%d] %+v", st.Images, i, want)
+func iwReadyImages(st warmv1.ImageWarmStatus, want int32) error {
+	if st.ReadyImages != want {
+		return fmt.Errorf("%d images ready on every node, want %d", st.ReadyImages, want)
+	}
+	return nil
+}
+
+// iwPending checks the images listed as not done.
+func iwPending(st warmv1.ImageWarmStatus, want ...warmv1.ImageFleetStatus) error {
+	if !slices.Equal(st.Images, want) {
+		return fmt.Errorf("images %+v, want %+v", st.Images, want)
 	}
 	return nil
 }

@@ -135,6 +135,36 @@ func TestStatusPacerAggregation(t *testing.T) {
 	}
 }
 
+// TestProgressSpacedByWatchers checks that progress writes are spaced in
+// proportion to the agents receiving them above watchersPerInterval, and
+// that a settled result still goes out at once.
+func TestProgressSpacedByWatchers(t *testing.T) {
+	for _, c := range []struct {
+		watchers int
+		want     time.Duration
+	}{{0, time.Second}, {watchersPerInterval, time.Second}, {2 * watchersPerInterval, 2 * time.Second}, {10 * watchersPerInterval, 10 * time.Second}} {
+		if got := progressInterval(time.Second, c.watchers); got != c.want {
+			t.Errorf("progressInterval(1s, %d) = %v, want %v", c.watchers, got, c.want)
+		}
+	}
+	now := time.Unix(1000, 0)
+	p := newStatusPacer(time.Second, 100*time.Millisecond, func() time.Time { return now })
+	p.observeWatchers(5 * watchersPerInterval)
+	key := types.NamespacedName{Namespace: "ns", Name: "a"}
+	progress := func(ready int32) *warmv1.ImageWarmStatus {
+		return &warmv1.ImageWarmStatus{ObservedGeneration: 1, Nodes: warmv1.NodeCounts{Matching: 5000, Ready: ready, Pulling: 5000 - ready}}
+	}
+	p.wrote(key)
+	now = now.Add(2 * time.Second)
+	if w := p.writeWait(key, progress(0), progress(10)); w != 3*time.Second {
+		t.Errorf("progress 2s after a write with 5,000 watchers waits %v, want 3s", w)
+	}
+	done := &warmv1.ImageWarmStatus{ObservedGeneration: 1, Nodes: warmv1.NodeCounts{Matching: 5000, Ready: 5000}}
+	if w := p.writeWait(key, progress(10), done); w != 0 {
+		t.Errorf("a settled result waits %v", w)
+	}
+}
+
 // paceSim runs the reconciler's decisions (Reconcile and writeStatus without
 // the API server) on a fake clock: reports arrive at given times, requeues
 // fire when due, and writes are recorded.

@@ -51,7 +51,9 @@ func (r *ImageWarmReconciler) readFleet(ctx context.Context) (*fleet, error) {
 	if err := r.Client.List(ctx, reports, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing NodeWarms: %w", err)
 	}
-	return newFleet(nodes.Items, reports.Items), nil
+	f := newFleet(nodes.Items, reports.Items)
+	f.now = time.Now()
+	return f, nil
 }
 
 // aggregateTimed is aggregateStatus, measured, with the node counts

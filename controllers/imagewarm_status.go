@@ -3,6 +3,7 @@ package controllers
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,6 +42,8 @@ const (
 type fleet struct {
 	nodes   []metav1.PartialObjectMetadata
 	reports map[string]*warmv1.NodeWarm
+	// now is when the fleet was read.
+	now time.Time
 }
 
 // newFleet indexes the reports by name once, so that each ImageWarm's
@@ -54,7 +57,9 @@ func newFleet(nodes []metav1.PartialObjectMetadata, reports []warmv1.NodeWarm) *
 }
 
 // aggregateStatus folds the reports of the nodes iw selects into a new status
-// for iw. It changes neither iw nor f. The conditions start from iw's, so
+// for iw. It changes neither iw nor f. The images are spec.images and, with
+// imagesFrom, iw.Status.Resolved's, which the reconciler sets to what the
+// workloads name now before it folds (imagewarm_workloads.go). The conditions start from iw's, so
 // that the ones whose status does not change keep their transition time.
 func aggregateStatus(iw *warmv1.ImageWarm, f *fleet) (warmv1.ImageWarmStatus, error) {
 	sel, err := iw.Spec.NodeSelector.AsSelector()
@@ -62,52 +67,36 @@ func aggregateStatus(iw *warmv1.ImageWarm, f *fleet) (warmv1.ImageWarmStatus, er
 		return warmv1.ImageWarmStatus{}, fmt.Errorf("parsing the nodeSelector: %w", err)
 	}
 	t := newTally(iw)
+	seen := generationSeen(iw, f.now)
+	var waves []rolloutNode
 	for i := range f.nodes {
 		n := &f.nodes[i]
-		if sel.Matches(labels.Set(n.Labels)) {
-			t.addNode(n.Name, f.reports[n.Name])
+		if !sel.Matches(labels.Set(n.Labels)) {
+			continue
+		}
+		out := t.addNode(n.Name, silentSince(seen, n), f.reports[n.Name])
+		if iw.Spec.Rollout != nil {
+			waves = append(waves, rolloutNode{name: n.Name, place: int64(warmv1.RolloutPlace(iw.UID, n.Name)), outcome: out})
 		}
 	}
 	st := warmv1.ImageWarmStatus{
 		ObservedGeneration: iw.Generation,
 		Conditions:         slices.Clone(iw.Status.Conditions),
-		ImageCount:         int32(len(iw.Spec.Images)),
+		ImageCount:         int32(len(warmImages(iw))),
 		Nodes:              t.nodes,
-		Images:             t.imageStatuses(),
 		Failures:           t.nodeFailures(),
+		Resolved:           iw.Status.Resolved,
+		SilentNodes:        t.silent.list(),
+		// Kept so that a node's silence is dated from the generation's
+		// arrival, not from the controller's last restart.
+		ObservedGenerationTime: &seen,
 	}
+	st.ReadyImages, st.Images = t.imageStatuses()
+	setRollout(&st, iw, waves)
 	setReady(&st, iw)
 	setProgressing(&st, iw)
 	setDegraded(&st, iw)
 	return st, nil
-}
-
-// setReady sets Ready: True only when every matching node has every image.
-// The False reasons go from what the user chose (suspend, the selector) to
-// what needs attention (failures, silent agents) to plain progress.
-func setReady(st *warmv1.ImageWarmStatus, iw *warmv1.ImageWarm) {
-	n := st.Nodes
-	c := metav1.Condition{Type: warmv1.ConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: iw.Generation}
-	switch {
-	case n.Matching > 0 && n.Ready == n.Matching:
-		c.Status, c.Reason = metav1.ConditionTrue, ConditionReasonAllNodesWarm
-		c.Message = fmt.Sprintf("%d/%d matching nodes have every image", n.Ready, n.Matching)
-	case iw.Spec.Suspend:
-		c.Reason = ConditionReasonSuspended
-		c.Message = fmt.Sprintf("suspended; %d/%d matching nodes have every image", n.Ready, n.Matching)
-	case n.Matching == 0:
-		c.Reason, c.Message = ConditionReasonNoMatchingNodes, "the nodeSelector matches no node"
-	case n.Failed > 0:
-		c.Reason = ConditionReasonNodesFailed
-		c.Message = fmt.Sprintf("%d/%d matching nodes failed to pull an image", n.Failed, n.Matching)
-	case n.NotReporting > 0:
-		c.Reason = ConditionReasonNotReporting
-		c.Message = fmt.Sprintf("%d/%d matching nodes have not reported on generation %d", n.NotReporting, n.Matching, iw.Generation)
-	default:
-		c.Reason = ConditionReasonPulling
-		c.Message = fmt.Sprintf("%d/%d matching nodes have every image; %d pulling", n.Ready, n.Matching, n.Pulling)
-	}
-	meta.SetStatusCondition(&st.Conditions, c)
 }
 
 // setProgressing sets Progressing: True while some matching node is pulling
@@ -119,12 +108,15 @@ func setProgressing(st *warmv1.ImageWarmStatus, iw *warmv1.ImageWarm) {
 	switch {
 	case iw.Spec.Suspend:
 		c.Reason, c.Message = ConditionReasonSuspended, "suspended; no new pulls"
+	case canaryFailed(st):
+		// The waiting nodes count as pulling, but nothing moves.
+		c.Reason, c.Message = ConditionReasonCanaryFailed, "the canary failed; the rollout stopped (see the Rollout condition)"
 	case n.Pulling > 0:
 		c.Status, c.Reason = metav1.ConditionTrue, ConditionReasonPulling
 		c.Message = fmt.Sprintf("%d nodes pulling, %d not reporting", n.Pulling, n.NotReporting)
 	case n.NotReporting > 0:
 		c.Status, c.Reason = metav1.ConditionTrue, ConditionReasonNotReporting
-		c.Message = fmt.Sprintf("%d nodes have not reported on generation %d", n.NotReporting, iw.Generation)
+		c.Message = notReportingText(st, iw)
 	case n.Matching == 0:
 		c.Reason, c.Message = ConditionReasonNoMatchingNodes, "the nodeSelector matches no node"
 	case n.Failed > 0:

@@ -74,23 +74,23 @@ func TestAggregateStatus(t *testing.T) {
 	T, F := metav1.ConditionTrue, metav1.ConditionFalse
 	longMsg := strings.Repeat("é", 400) // 800 bytes
 	cases := []struct {
-		name     string
-		iw       *warmv1.ImageWarm
-		nodes    []metav1.PartialObjectMetadata
-		reports  []warmv1.NodeWarm
-		counts   warmv1.NodeCounts
-		images   []warmv1.ImageFleetStatus // nil: not checked
-		failures []warmv1.NodeFailure      // checked always
-		ready    iwWantCond
-		progress iwWantCond
-		degraded iwWantCond
+		name        string
+		iw          *warmv1.ImageWarm
+		nodes       []metav1.PartialObjectMetadata
+		reports     []warmv1.NodeWarm
+		counts      warmv1.NodeCounts
+		readyImages int32
+		images      []warmv1.ImageFleetStatus // the images listed as not done
+		failures    []warmv1.NodeFailure      // checked always
+		ready       iwWantCond
+		progress    iwWantCond
+		degraded    iwWantCond
 	}{{
 		name:     "no matching nodes",
 		iw:       iwNewWarm(1, iwZone("a"), "nginx"),
 		nodes:    []metav1.PartialObjectMetadata{iwNodeMeta("n1", "zone", "b")},
 		reports:  []warmv1.NodeWarm{iwReport("n1", iwWebAt(1), iwImg("nginx", warmv1.ImagePresent))},
 		counts:   warmv1.NodeCounts{},
-		images:   []warmv1.ImageFleetStatus{{Image: "nginx"}},
 		ready:    iwWantCond{F, ConditionReasonNoMatchingNodes},
 		progress: iwWantCond{F, ConditionReasonNoMatchingNodes},
 		degraded: iwWantCond{F, ConditionReasonNoFailures},
@@ -109,6 +109,7 @@ func TestAggregateStatus(t *testing.T) {
 		nodes:    []metav1.PartialObjectMetadata{iwNodeMeta("n1")},
 		reports:  []warmv1.NodeWarm{iwReport("n1", []warmv1.WarmRef{{Namespace: "other", Name: "web", Generation: 1}}, iwImg("nginx", warmv1.ImagePresent))},
 		counts:   warmv1.NodeCounts{Matching: 1, NotReporting: 1},
+		images:   []warmv1.ImageFleetStatus{{Image: "nginx"}},
 		ready:    iwWantCond{F, ConditionReasonNotReporting},
 		progress: iwWantCond{T, ConditionReasonNotReporting},
 		degraded: iwWantCond{F, ConditionReasonNoFailures},
@@ -130,11 +131,11 @@ func TestAggregateStatus(t *testing.T) {
 			iwReport("n1", iwWebAt(1), iwImg("nginx:1.27", warmv1.ImagePresent), iwImg("registry.example:5000/team/app:v1", warmv1.ImagePresent), iwImg("redis", warmv1.ImageFailed)),
 			iwReport("n2", iwWebAt(1), iwImg("nginx:1.27", warmv1.ImagePresent), iwImg("registry.example:5000/team/app:v1", warmv1.ImagePresent)),
 		},
-		counts:   warmv1.NodeCounts{Matching: 2, Ready: 2},
-		images:   []warmv1.ImageFleetStatus{{Image: "nginx:1.27", Ready: 2}, {Image: "registry.example:5000/team/app:v1", Ready: 2}},
-		ready:    iwWantCond{T, ConditionReasonAllNodesWarm},
-		progress: iwWantCond{F, ConditionReasonAllNodesWarm},
-		degraded: iwWantCond{F, ConditionReasonNoFailures},
+		counts:      warmv1.NodeCounts{Matching: 2, Ready: 2},
+		readyImages: 2,
+		ready:       iwWantCond{T, ConditionReasonAllNodesWarm},
+		progress:    iwWantCond{F, ConditionReasonAllNodesWarm},
+		degraded:    iwWantCond{F, ConditionReasonNoFailures},
 	}, {
 		name:  "pulling, queued and not yet listed",
 		iw:    iwNewWarm(1, nil, "nginx", "redis", "busybox"),
@@ -143,11 +144,12 @@ func TestAggregateStatus(t *testing.T) {
 			iwReport("n1", iwWebAt(1), iwImg("nginx", warmv1.ImagePresent), iwImg("redis", warmv1.ImagePulling), iwImg("busybox", warmv1.ImageQueued)),
 			iwReport("n2", iwWebAt(1), iwImg("nginx", warmv1.ImagePresent), iwImg("redis", warmv1.ImagePresent)),
 		},
-		counts:   warmv1.NodeCounts{Matching: 2, Pulling: 2},
-		images:   []warmv1.ImageFleetStatus{{Image: "nginx", Ready: 2}, {Image: "redis", Ready: 1, Pulling: 1}, {Image: "busybox", Pulling: 2}},
-		ready:    iwWantCond{F, ConditionReasonPulling},
-		progress: iwWantCond{T, ConditionReasonPulling},
-		degraded: iwWantCond{F, ConditionReasonNoFailures},
+		counts:      warmv1.NodeCounts{Matching: 2, Pulling: 2},
+		readyImages: 1,
+		images:      []warmv1.ImageFleetStatus{{Image: "redis", Ready: 1, Pulling: 1}, {Image: "busybox", Pulling: 2}},
+		ready:       iwWantCond{F, ConditionReasonPulling},
+		progress:    iwWantCond{T, ConditionReasonPulling},
+		degraded:    iwWantCond{F, ConditionReasonNoFailures},
 	}, {
 		name:  "failed and backing off",
 		iw:    iwNewWarm(1, nil, "nginx", "redis"),
@@ -190,11 +192,12 @@ func TestAggregateStatus(t *testing.T) {
 			// A node without a repository digest does not split the vote.
 			iwReport("n3", iwWebAt(1), iwImg("nginx", warmv1.ImagePresent), iwWithDigest(iwImg("redis", warmv1.ImagePresent), iwDigestA), iwWithDigest(iwImg("busybox", warmv1.ImagePresent), iwDigestA)),
 		},
-		counts:   warmv1.NodeCounts{Matching: 3, Ready: 2, Pulling: 1},
-		images:   []warmv1.ImageFleetStatus{{Image: "nginx", Digest: iwDigestA, Ready: 3}, {Image: "redis", Ready: 3}, {Image: "busybox", Digest: iwDigestA, Ready: 2, Pulling: 1}},
-		ready:    iwWantCond{F, ConditionReasonPulling},
-		progress: iwWantCond{T, ConditionReasonPulling},
-		degraded: iwWantCond{F, ConditionReasonNoFailures},
+		counts:      warmv1.NodeCounts{Matching: 3, Ready: 2, Pulling: 1},
+		readyImages: 2,
+		images:      []warmv1.ImageFleetStatus{{Image: "redis", Ready: 3, DigestsDiffer: true}, {Image: "busybox", Ready: 2, Pulling: 1}},
+		ready:       iwWantCond{F, ConditionReasonPulling},
+		progress:    iwWantCond{T, ConditionReasonPulling},
+		degraded:    iwWantCond{F, ConditionReasonNoFailures},
 	}, {
 		name:  "suspended",
 		iw:    iwSuspend(iwNewWarm(1, nil, "nginx")),
@@ -204,18 +207,20 @@ func TestAggregateStatus(t *testing.T) {
 			iwReport("n2", iwWebAt(1), iwImg("nginx", warmv1.ImagePresent)),
 		},
 		counts:   warmv1.NodeCounts{Matching: 2, Ready: 1, Pulling: 1},
+		images:   []warmv1.ImageFleetStatus{{Image: "nginx", Ready: 1, Pulling: 1}},
 		ready:    iwWantCond{F, ConditionReasonSuspended},
 		progress: iwWantCond{F, ConditionReasonSuspended},
 		degraded: iwWantCond{F, ConditionReasonNoFailures},
 	}, {
-		name:     "suspended with every image present",
-		iw:       iwSuspend(iwNewWarm(1, nil, "nginx")),
-		nodes:    []metav1.PartialObjectMetadata{iwNodeMeta("n1")},
-		reports:  []warmv1.NodeWarm{iwReport("n1", iwWebAt(1), iwImg("nginx", warmv1.ImagePresent))},
-		counts:   warmv1.NodeCounts{Matching: 1, Ready: 1},
-		ready:    iwWantCond{T, ConditionReasonAllNodesWarm},
-		progress: iwWantCond{F, ConditionReasonSuspended},
-		degraded: iwWantCond{F, ConditionReasonNoFailures},
+		name:        "suspended with every image present",
+		iw:          iwSuspend(iwNewWarm(1, nil, "nginx")),
+		nodes:       []metav1.PartialObjectMetadata{iwNodeMeta("n1")},
+		reports:     []warmv1.NodeWarm{iwReport("n1", iwWebAt(1), iwImg("nginx", warmv1.ImagePresent))},
+		counts:      warmv1.NodeCounts{Matching: 1, Ready: 1},
+		readyImages: 1,
+		ready:       iwWantCond{T, ConditionReasonAllNodesWarm},
+		progress:    iwWantCond{F, ConditionReasonSuspended},
+		degraded:    iwWantCond{F, ConditionReasonNoFailures},
 	}, {
 		name: "selector expressions",
 		iw: iwNewWarm(1, &warmv1.NodeSelector{
@@ -238,26 +243,28 @@ func TestAggregateStatus(t *testing.T) {
 			iwReport("gpu", iwWebAt(1), iwImg("nginx", warmv1.ImageFailed)),
 		},
 		counts:   warmv1.NodeCounts{Matching: 2, Ready: 1, NotReporting: 1},
+		images:   []warmv1.ImageFleetStatus{{Image: "nginx", Ready: 1}},
 		ready:    iwWantCond{F, ConditionReasonNotReporting},
 		progress: iwWantCond{T, ConditionReasonNotReporting},
 		degraded: iwWantCond{F, ConditionReasonNoFailures},
 	}, {
-		name:     "spec images that normalise alike",
-		iw:       iwNewWarm(1, nil, "nginx", "docker.io/library/nginx:latest", "registry.example/app@"+iwDigestA),
-		nodes:    []metav1.PartialObjectMetadata{iwNodeMeta("n1")},
-		reports:  []warmv1.NodeWarm{iwReport("n1", iwWebAt(1), iwImg("library/nginx:latest", warmv1.ImagePresent), iwWithDigest(iwImg("registry.example/app@"+iwDigestA, warmv1.ImagePresent), iwDigestA))},
-		counts:   warmv1.NodeCounts{Matching: 1, Ready: 1},
-		images:   []warmv1.ImageFleetStatus{{Image: "nginx", Ready: 1}, {Image: "docker.io/library/nginx:latest", Ready: 1}, {Image: "registry.example/app@" + iwDigestA, Digest: iwDigestA, Ready: 1}},
-		ready:    iwWantCond{T, ConditionReasonAllNodesWarm},
-		progress: iwWantCond{F, ConditionReasonAllNodesWarm},
-		degraded: iwWantCond{F, ConditionReasonNoFailures},
+		name:        "spec images that normalise alike",
+		iw:          iwNewWarm(1, nil, "nginx", "docker.io/library/nginx:latest", "registry.example/app@"+iwDigestA),
+		nodes:       []metav1.PartialObjectMetadata{iwNodeMeta("n1")},
+		reports:     []warmv1.NodeWarm{iwReport("n1", iwWebAt(1), iwImg("library/nginx:latest", warmv1.ImagePresent), iwWithDigest(iwImg("registry.example/app@"+iwDigestA, warmv1.ImagePresent), iwDigestA))},
+		counts:      warmv1.NodeCounts{Matching: 1, Ready: 1},
+		readyImages: 3,
+		ready:       iwWantCond{T, ConditionReasonAllNodesWarm},
+		progress:    iwWantCond{F, ConditionReasonAllNodesWarm},
+		degraded:    iwWantCond{F, ConditionReasonNoFailures},
 	}, {
 		name:     "long message is cut on a rune boundary",
 		iw:       iwNewWarm(1, nil, "nginx"),
 		nodes:    []metav1.PartialObjectMetadata{iwNodeMeta("n1")},
 		reports:  []warmv1.NodeWarm{iwReport("n1", iwWebAt(1), iwFailing("nginx", warmv1.ImageBackOff, "ErrImagePull", "x"+longMsg))},
 		counts:   warmv1.NodeCounts{Matching: 1, Failed: 1},
-		failures: []warmv1.NodeFailure{{Node: "n1", Image: "nginx", Reason: "ErrImagePull", Message: ("x" + longMsg)[:509] + "…"}},
+		images:   []warmv1.ImageFleetStatus{{Image: "nginx", Failed: 1}},
+		failures: []warmv1.NodeFailure{{Node: "n1", Image: "nginx", Reason: "ErrImagePull", Message: ("x" + longMsg)[:warmv1.MaxMessageLength-3] + "…"}},
 		ready:    iwWantCond{F, ConditionReasonNodesFailed},
 		progress: iwWantCond{F, ConditionReasonNodesFailed},
 		degraded: iwWantCond{T, ConditionReasonPullFailed},
@@ -278,8 +285,8 @@ func TestAggregateStatus(t *testing.T) {
 			if st.Nodes != c.counts {
 				t.Errorf("nodes = %+v, want %+v", st.Nodes, c.counts)
 			}
-			if c.images != nil && !slices.Equal(st.Images, c.images) {
-				t.Errorf("images =\n%+v\nwant\n%+v", st.Images, c.images)
+			if st.ReadyImages != c.readyImages || !slices.Equal(st.Images, c.images) {
+				t.Errorf("readyImages %d, images =\n%+v\nwant %d,\n%+v", st.ReadyImages, st.Images, c.readyImages, c.images)
 			}
 			if !slices.Equal(st.Failures, c.failures) {
 				t.Errorf("failures =\n%+v\nwant\n%+v", st.Failures, c.failures)
@@ -401,5 +408,26 @@ func BenchmarkAggregate1000(b *testing.B) {
 		if err != nil || st.Nodes.Matching != nodeCount/2 {
 			b.Fatalf("matching %d, %v", st.Nodes.Matching, err)
 		}
+	}
+}
+
+// TestAggregateUnlistedImages reads the report of a node that wants more
+// images than a NodeWarm lists: an image it leaves out counts as failed
+// there, with a reason, rather than as pulling for ever.
+func TestAggregateUnlistedImages(t *testing.T) {
+	iw := iwNewWarm(1, nil, "nginx", "redis")
+	cut := iwReport("node-a", iwWebAt(1), iwImg("nginx", warmv1.ImagePresent))
+	cut.Status.Desired = 600
+	cut.Status.Conditions = []metav1.Condition{{Type: warmv1.ConditionImagesListed, Status: metav1.ConditionFalse, Reason: warmv1.ReasonTooManyImages}}
+	whole := iwReport("node-b", iwWebAt(1), iwImg("nginx", warmv1.ImagePresent))
+	st, err := aggregateStatus(iw, newFleet([]metav1.PartialObjectMetadata{iwNodeMeta("node-a"), iwNodeMeta("node-b")}, []warmv1.NodeWarm{cut, whole}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Nodes.Failed != 1 || st.Nodes.Pulling != 1 {
+		t.Errorf("nodes %+v, want node-a failed and node-b pulling (redis not taken in yet)", st.Nodes)
+	}
+	if len(st.Failures) != 1 || st.Failures[0].Node != "node-a" || st.Failures[0].Reason != warmv1.ReasonTooManyImages {
+		t.Errorf("failures %+v, want node-a's redis with reason %s", st.Failures, warmv1.ReasonTooManyImages)
 	}
 }

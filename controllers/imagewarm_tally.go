@@ -1,7 +1,11 @@
 package controllers
 
 import (
+	"fmt"
 	"sort"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/internal/truncate"
@@ -13,6 +17,9 @@ import (
 type warmTally struct {
 	namespace, name string
 	generation      int64
+	// resolved is the hash of the images imagesFrom resolved to, which a
+	// report must echo; "" without imagesFrom.
+	resolved string
 
 	// slots maps a normalised reference to its slot; spec images that
 	// normalise alike ("nginx", "nginx:latest") share one.
@@ -25,6 +32,7 @@ type warmTally struct {
 	images   []warmv1.ImageFleetStatus // by spec index
 	digests  []digestVote              // by spec index
 	failures []rankedFailure           // the first MaxReportedFailures, in order
+	silent   silentNodes               // the first MaxReportedSilentNodes, by name
 }
 
 // rankedFailure is a failure with its spec index, by which failures of one
@@ -49,24 +57,26 @@ func (v *digestVote) add(digest string) {
 	case v.digest == "":
 		v.digest = digest
 	case v.digest != digest:
-		v.digest, v.split = "", true
+		v.split = true
 	}
 }
 
 func newTally(iw *warmv1.ImageWarm) *warmTally {
-	n := len(iw.Spec.Images)
+	all := warmImages(iw)
+	n := len(all)
 	t := &warmTally{
 		namespace:  iw.Namespace,
 		name:       iw.Name,
 		generation: iw.Generation,
+		resolved:   iw.ResolvedHash(),
 		slots:      make(map[string]int, n),
 		slotOf:     make([]int, n),
 		images:     make([]warmv1.ImageFleetStatus, n),
 		digests:    make([]digestVote, n),
 	}
-	for i, img := range iw.Spec.Images {
-		t.images[i].Image = string(img)
-		key := reportKey(string(img))
+	for i, img := range all {
+		t.images[i].Image = img
+		key := reportKey(img)
 		s, ok := t.slots[key]
 		if !ok {
 			s = len(t.slots)
@@ -88,12 +98,36 @@ func reportKey(image string) string {
 	return ref.String()
 }
 
+// nodeOutcome is how far one matching node is with an ImageWarm, as a
+// rollout sees it.
+type nodeOutcome struct {
+	state nodeState
+	// image and reason are the node's first failure, when it failed.
+	image, reason string
+}
+
+// nodeState classes a node for a rollout.
+type nodeState int
+
+const (
+	nodePulling     nodeState = iota // lacks an image, or has not reported on the spec
+	nodeReady                        // has every image
+	nodeFailed                       // failed to pull some image
+	nodeUnsupported                  // lacks the platform of some image
+	nodeNoAgent                      // has no NodeWarm at all
+)
+
 // addNode counts one matching node given its agent's report, nil if none.
-func (t *warmTally) addNode(node string, nw *warmv1.NodeWarm) {
+// since is when the node's silence began, should it have no report.
+func (t *warmTally) addNode(node string, since metav1.Time, nw *warmv1.NodeWarm) nodeOutcome {
 	t.nodes.Matching++
 	if !t.reportedBy(nw) {
 		t.nodes.NotReporting++
-		return
+		t.silent.add(node, since)
+		if nw == nil {
+			return nodeOutcome{state: nodeNoAgent}
+		}
+		return nodeOutcome{state: nodePulling}
 	}
 	clear(t.entries)
 	reported := nw.Status.Images
@@ -102,16 +136,28 @@ func (t *warmTally) addNode(node string, nw *warmv1.NodeWarm) {
 			t.entries[s] = &reported[j]
 		}
 	}
-	ready, failed := true, false
+	ready, failed, unsupported := true, false, false
+	unlisted := unlistedEntry(nw)
+	var out nodeOutcome
 	for i := range t.images {
 		e := t.entries[t.slotOf[i]]
+		if e == nil && unlisted != nil {
+			e = unlisted
+		}
 		switch {
 		case e != nil && e.State == warmv1.ImagePresent:
 			t.images[i].Ready++
 			t.digests[i].add(e.Digest)
+		case lacksPlatform(e):
+			// Not a failure of the image: this node can never hold it.
+			t.images[i].Unsupported++
+			ready, unsupported = false, true
 		case e != nil && (e.State == warmv1.ImageFailed || e.State == warmv1.ImageBackOff):
 			t.images[i].Failed++
 			t.addFailure(node, i, e)
+			if !failed {
+				out.image, out.reason = t.images[i].Image, failureReason(e)
+			}
 			ready, failed = false, true
 		default: // Queued, Pulling, Skipped or not listed yet
 			t.images[i].Pulling++
@@ -121,22 +167,58 @@ func (t *warmTally) addNode(node string, nw *warmv1.NodeWarm) {
 	switch {
 	case failed:
 		t.nodes.Failed++
+		out.state = nodeFailed
+	case unsupported:
+		t.nodes.Unsupported++
+		out.state = nodeUnsupported
 	case ready:
 		t.nodes.Ready++
+		out.state = nodeReady
 	default:
 		t.nodes.Pulling++
 	}
+	return out
+}
+
+// failureReason is a failed entry's reason, its state when it has none.
+func failureReason(e *warmv1.NodeImage) string {
+	if e.Reason == "" {
+		return string(e.State)
+	}
+	return e.Reason
+}
+
+// unlistedEntry is what stands for an image a node's report leaves out
+// because the node wants more images than a NodeWarm lists: a failure,
+// so that the ImageWarm says why it cannot see the node's progress. nil
+// while the report lists every image (an image not listed is then not
+// taken in yet).
+func unlistedEntry(nw *warmv1.NodeWarm) *warmv1.NodeImage {
+	c := meta.FindStatusCondition(nw.Status.Conditions, warmv1.ConditionImagesListed)
+	if c == nil || c.Status != metav1.ConditionFalse {
+		return nil
+	}
+	return &warmv1.NodeImage{State: warmv1.ImageFailed, Reason: warmv1.ReasonTooManyImages,
+		Message: fmt.Sprintf("not in the node's report: it wants %d images, a NodeWarm lists %d", nw.Status.Desired, warmv1.MaxNodeImages)}
+}
+
+// lacksPlatform says whether a node's entry says the image has no variant
+// for the node's OS and architecture.
+func lacksPlatform(e *warmv1.NodeImage) bool {
+	return e != nil && (e.State == warmv1.ImageFailed || e.State == warmv1.ImageBackOff) &&
+		e.Reason == string(pullengine.ClassNoMatchingPlatform)
 }
 
 // reportedBy says whether the agent's report covers this ImageWarm's current
-// spec; a report on an older generation says nothing about the new images.
+// spec and resolved images; a report on an older generation, or on another
+// set of resolved images, says nothing about the new images.
 func (t *warmTally) reportedBy(nw *warmv1.NodeWarm) bool {
 	if nw == nil {
 		return false
 	}
 	for _, w := range nw.Status.Warms {
 		if w.Name == t.name && w.Namespace == t.namespace {
-			return w.Generation >= t.generation
+			return w.Generation >= t.generation && w.Resolved == t.resolved
 		}
 	}
 	return false
@@ -153,14 +235,10 @@ func (t *warmTally) addFailure(node string, image int, e *warmv1.NodeImage) {
 	if pos >= warmv1.MaxReportedFailures {
 		return
 	}
-	reason := e.Reason
-	if reason == "" {
-		reason = string(e.State)
-	}
 	f := rankedFailure{image: image, failure: warmv1.NodeFailure{
 		Node:    node,
 		Image:   t.images[image].Image,
-		Reason:  reason,
+		Reason:  failureReason(e),
 		Message: truncate.String(e.Message, warmv1.MaxMessageLength),
 	}}
 	if len(t.failures) < warmv1.MaxReportedFailures {
@@ -170,12 +248,24 @@ func (t *warmTally) addFailure(node string, image int, e *warmv1.NodeImage) {
 	t.failures[pos] = f
 }
 
-// imageStatuses is the per-image part of the status, digests included.
-func (t *warmTally) imageStatuses() []warmv1.ImageFleetStatus {
+// imageStatuses is the per-image part of the status: how many images every
+// matching node has, and the first MaxReportedImages, in spec order, that
+// some node lacks or that the nodes resolved to different digests. Images
+// that are done are only counted, so a settled status stays a few hundred
+// bytes whatever the number of images.
+func (t *warmTally) imageStatuses() (ready int32, pending []warmv1.ImageFleetStatus) {
 	for i := range t.images {
-		t.images[i].Digest = t.digests[i].digest
+		img := t.images[i]
+		img.DigestsDiffer = t.digests[i].split
+		lacking := img.Ready < t.nodes.Matching
+		if t.nodes.Matching > 0 && !lacking {
+			ready++
+		}
+		if (lacking || img.DigestsDiffer) && len(pending) < warmv1.MaxReportedImages {
+			pending = append(pending, img)
+		}
 	}
-	return t.images
+	return ready, pending
 }
 
 // nodeFailures is the capped failure list, nil when there is none, as the API

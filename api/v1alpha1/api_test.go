@@ -9,6 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
@@ -23,6 +24,7 @@ func TestAPI(t *testing.T) {
 	t.Run("accepts valid ImageWarms", func(t *testing.T) { testValidImageWarms(t, cp) })
 	t.Run("applies defaults", func(t *testing.T) { testDefaults(t, cp) })
 	t.Run("NodeWarm", func(t *testing.T) { testNodeWarm(t, cp) })
+	t.Run("NodeWarm at the maximum", func(t *testing.T) { testNodeWarmMaximum(t, cp) })
 	t.Run("kubectl", func(t *testing.T) { testKubectl(t, cp) })
 }
 
@@ -67,7 +69,7 @@ var (
 
 func testInvalidImageWarms(t *testing.T, cp *testbed.ControlPlane) {
 	cases := []badInputCase{
-		{"no images", `{}`, []string{"spec.images", "Required"}},
+		{"no images", `{}`, []string{"spec", "spec must list images, take them from workloads with imagesFrom, or both"}},
 		{"empty images", `{"images":[]}`, []string{"spec.images", "at least 1"}},
 		{"too many images", `{"images":` + images(101) + `}`, []string{"spec.images", "at most 100"}},
 		{"duplicate image", `{"images":["nginx:1.27","nginx:1.27"]}`, []string{"spec.images[1]", "Duplicate value"}},
@@ -118,7 +120,9 @@ func testValidImageWarms(t *testing.T, cp *testbed.ControlPlane) {
 		{"short name", `{"images":["nginx"]}`},
 		{"many forms", `{"images":["nginx:1.27","library/nginx","docker.io/library/nginx:latest","localhost/app","localhost:5000/app:v1","127.0.0.1:5000/team/app:v1","[::1]:5000/app:v1","registry.example/a/b/c:v1.2-rc_3","registry.example/app@sha256:` + sha256Hex + `","nginx:1.27@sha256:` + sha256Hex + `","my-registry.example:443/team_a/app__x/app--y:1"]}`},
 		{"hundred images", `{"images":` + images(100) + `}`},
-		{"full spec", `{"images":["nginx"],"nodeSelector":{"matchLabels":{"node-role.kubernetes.io/worker":"","zone":"a"},"matchExpressions":[{"key":"kubernetes.io/arch","operator":"In","values":["amd64","arm64"]},{"key":"gpu","operator":"DoesNotExist"}]},"pullPolicy":"Always","refreshInterval":"1h30m","imagePullSecrets":[{"name":"regcred"},{"name":"other.cred"}],"priority":-10,"suspend":true,"pullTimeout":"10m"}`},
+		{"images from every workload", `{"imagesFrom":{"workloadSelector":{}}}`},
+		{"images and imagesFrom", `{"images":["nginx"],"imagesFrom":{"workloadSelector":{"matchLabels":{"app":"web"},"matchExpressions":[{"key":"tier","operator":"NotIn","values":["test"]}]},"kinds":["Deployment","StatefulSet","DaemonSet","Job","CronJob"]}}`},
+		{"full spec", `{"images":["nginx"],"nodeSelector":{"matchLabels":{"node-role.kubernetes.io/worker":"","zone":"a"},"matchExpressions":[{"key":"kubernetes.io/arch","operator":"In","values":["amd64","arm64"]},{"key":"gpu","operator":"DoesNotExist"}]},"pullPolicy":"Always","refreshInterval":"1h30m","imagePullSecrets":[{"name":"regcred"},{"name":"other.cred"}],"priority":-10,"suspend":true,"pullTimeout":"10m","retention":"Pinned"}`},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -141,6 +145,9 @@ func testDefaults(t *testing.T, cp *testbed.ControlPlane) {
 	if iw.Spec.PullPolicy != warmv1.PullIfNotPresent {
 		t.Errorf("pullPolicy defaulted to %q, want IfNotPresent", iw.Spec.PullPolicy)
 	}
+	if iw.Spec.Retention != warmv1.RetentionUnpinned {
+		t.Errorf("retention defaulted to %q, want Unpinned", iw.Spec.Retention)
+	}
 	if iw.Spec.Priority != 0 || iw.Spec.Suspend || iw.Spec.NodeSelector != nil {
 		t.Errorf("unexpected defaults: %+v", iw.Spec)
 	}
@@ -159,8 +166,8 @@ func testNodeWarm(t *testing.T, cp *testbed.ControlPlane) {
 	nw.Status = warmv1.NodeWarmStatus{
 		Runtime: warmv1.RuntimeInfo{Name: "containerd", Version: "1.6.20"},
 		Images: []warmv1.NodeImage{
-			{Image: "docker.io/library/nginx:latest", State: warmv1.ImagePresent, SizeBytes: 1 << 20, LastTransitionTime: metav1.Now()},
-			{Image: "docker.io/library/redis:latest", State: warmv1.ImagePulling, LastTransitionTime: metav1.Now()},
+			{Image: "docker.io/library/nginx:latest", State: warmv1.ImagePresent},
+			{Image: "docker.io/library/redis:latest", State: warmv1.ImagePulling, LastTransitionTime: ptr.To(metav1.Now())},
 		},
 		Desired: 2, Present: 1, Pulling: 1,
 	}
@@ -171,5 +178,27 @@ func testNodeWarm(t *testing.T, cp *testbed.ControlPlane) {
 	err := cp.Client.Status().Update(ctx, nw)
 	if err == nil || !strings.Contains(err.Error(), "status.images[0].state") {
 		t.Fatalf("want a rejected state naming status.images[0].state, got %v", err)
+	}
+	testCredentialProvidersStatus(t, cp, nw)
+}
+
+// testCredentialProvidersStatus: provider names are kept, and too many or
+// too long are refused with the field named.
+func testCredentialProvidersStatus(t *testing.T, cp *testbed.ControlPlane, nw *warmv1.NodeWarm) {
+	ctx := context.Background()
+	nw.Status.Images[0].State = warmv1.ImagePresent
+	nw.Status.CredentialProviders = []string{"ecr-credential-provider", "acr-credential-provider"}
+	if err := cp.Client.Status().Update(ctx, nw); err != nil {
+		t.Fatalf("writing credentialProviders: %v", err)
+	}
+	for name, bad := range map[string][]string{
+		"17 providers":    strings.Split(strings.Repeat("p,", 16)+"p", ","),
+		"a 254-byte name": {strings.Repeat("p", 254)},
+	} {
+		nw.Status.CredentialProviders = bad
+		err := cp.Client.Status().Update(ctx, nw)
+		if err == nil || !strings.Contains(err.Error(), "status.credentialProviders") {
+			t.Errorf("%s: want a refusal naming status.credentialProviders, got %v", name, err)
+		}
 	}
 }

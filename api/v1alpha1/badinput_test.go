@@ -117,10 +117,73 @@ var secretAndOtherCases = []badInputCase{
 	{"priority too low", `{"images":["nginx"],"priority":-1001}`, []string{"spec.priority", "greater than or equal to -1000"}},
 	{"priority not a number", `{"images":["nginx"],"priority":"high"}`, []string{"spec.priority", "integer"}},
 	{"suspend not a boolean", `{"images":["nginx"],"suspend":"yes"}`, []string{"spec.suspend", "boolean"}},
+	{"startupTaint not a boolean", `{"images":["nginx"],"startupTaint":"yes"}`, []string{"spec.startupTaint", "boolean"}},
 	{"pullTimeout without unit", `{"images":["nginx"],"pullTimeout":"10"}`, []string{"spec.pullTimeout", match}},
 	{"negative refreshInterval", `{"images":["nginx"],"pullPolicy":"Always","refreshInterval":"-1h"}`, []string{"spec.refreshInterval", match}},
 	{"lower-case pullPolicy", `{"images":["nginx"],"pullPolicy":"always"}`, []string{"spec.pullPolicy", "Unsupported value"}},
 	{"empty pullPolicy", `{"images":["nginx"],"pullPolicy":""}`, []string{"spec.pullPolicy", "Unsupported value"}},
+}
+
+// from wraps imagesFrom in a spec without images.
+func from(s string) string { return `{"imagesFrom":` + s + `}` }
+
+var imagesFromCases = []badInputCase{
+	{"neither images nor imagesFrom", `{}`, []string{"spec", "spec must list images, take them from workloads with imagesFrom, or both"}},
+	{"imagesFrom null and no images", `{"imagesFrom":null}`, []string{"spec", "spec must list images, take them from workloads with imagesFrom, or both"}},
+	{"empty images beside imagesFrom", `{"images":[],"imagesFrom":{"workloadSelector":{}}}`, []string{"spec.images", "at least 1"}},
+	{"imagesFrom without workloadSelector", from(`{}`), []string{"spec.imagesFrom.workloadSelector", "Required"}},
+	{"imagesFrom as a list", from(`[{"workloadSelector":{}}]`), []string{"spec.imagesFrom", "object"}},
+	{"Pod is not a workload kind", from(`{"workloadSelector":{},"kinds":["Pod"]}`), []string{"spec.imagesFrom.kinds[0]", "Unsupported value"}},
+	{"lower-case kind", from(`{"workloadSelector":{},"kinds":["deployment"]}`), []string{"spec.imagesFrom.kinds[0]", "Unsupported value"}},
+	{"ReplicaSet is not read", from(`{"workloadSelector":{},"kinds":["ReplicaSet"]}`), []string{"spec.imagesFrom.kinds[0]", "Unsupported value"}},
+	{"kind twice", from(`{"workloadSelector":{},"kinds":["Job","Job"]}`), []string{"spec.imagesFrom.kinds[1]", "Duplicate value"}},
+	{"empty kinds", from(`{"workloadSelector":{},"kinds":[]}`), []string{"spec.imagesFrom.kinds", "at least 1"}},
+	{"workloadSelector as a string", from(`{"workloadSelector":"app=web"}`), []string{"spec.imagesFrom.workloadSelector", "object"}},
+	{"bad workloadSelector label key", from(`{"workloadSelector":{"matchLabels":{"-app":"web"}}}`), []string{"spec.imagesFrom.workloadSelector", "matchLabels keys must be valid label keys"}},
+	{"workloadSelector In without values", from(`{"workloadSelector":{"matchExpressions":[{"key":"app","operator":"In"}]}}`), []string{"spec.imagesFrom.workloadSelector.matchExpressions[0]", "values must be non-empty for In and NotIn"}},
+	{"workloadSelector value too long", from(`{"workloadSelector":{"matchLabels":{"app":"` + strings.Repeat("a", 64) + `"}}}`), []string{"spec.imagesFrom.workloadSelector.matchLabels.app", "63"}},
+}
+
+// readiness wraps spec.readiness in a spec with one good image.
+func readiness(s string) string { return `{"images":["nginx"],"readiness":` + s + `}` }
+
+const minReadyMessage = "minReadyNodes must be a number of nodes (0 or more) or a percentage from 0% to 100%"
+
+var readinessCases = []badInputCase{
+	{"negative minReadyNodes", readiness(`{"minReadyNodes":-1}`), []string{"spec.readiness.minReadyNodes", minReadyMessage}},
+	{"minReadyNodes above 100%", readiness(`{"minReadyNodes":"101%"}`), []string{"spec.readiness.minReadyNodes", minReadyMessage}},
+	{"negative percentage", readiness(`{"minReadyNodes":"-5%"}`), []string{"spec.readiness.minReadyNodes", minReadyMessage}},
+	{"number as a string", readiness(`{"minReadyNodes":"90"}`), []string{"spec.readiness.minReadyNodes", minReadyMessage}},
+	{"fractional percentage", readiness(`{"minReadyNodes":"99.5%"}`), []string{"spec.readiness.minReadyNodes", minReadyMessage}},
+	{"space before the percent sign", readiness(`{"minReadyNodes":"90 %"}`), []string{"spec.readiness.minReadyNodes", minReadyMessage}},
+	{"word for a percentage", readiness(`{"minReadyNodes":"most"}`), []string{"spec.readiness.minReadyNodes", minReadyMessage}},
+	{"readiness as a string", readiness(`"90%"`), []string{"spec.readiness", "object"}},
+}
+
+// rollout wraps spec.rollout in a spec with one good image.
+func rollout(s string) string { return `{"images":["nginx"],"rollout":` + s + `}` }
+
+const maxPullingMessage = "maxPulling must be a number of nodes (1 or more) or a percentage from 1% to 100%"
+
+var rolloutCases = []badInputCase{
+	{"maxPulling of 0", rollout(`{"maxPulling":0}`), []string{"spec.rollout.maxPulling", maxPullingMessage}},
+	{"negative maxPulling", rollout(`{"maxPulling":-3}`), []string{"spec.rollout.maxPulling", maxPullingMessage}},
+	{"maxPulling of 0%", rollout(`{"maxPulling":"0%"}`), []string{"spec.rollout.maxPulling", maxPullingMessage}},
+	{"maxPulling above 100%", rollout(`{"maxPulling":"150%"}`), []string{"spec.rollout.maxPulling", maxPullingMessage}},
+	{"maxPulling number as a string", rollout(`{"maxPulling":"10"}`), []string{"spec.rollout.maxPulling", maxPullingMessage}},
+	{"fractional maxPulling", rollout(`{"maxPulling":"2.5%"}`), []string{"spec.rollout.maxPulling", maxPullingMessage}},
+	{"empty rollout", rollout(`{}`), []string{"spec.rollout", "rollout must set maxPulling, canary: true, or both"}},
+	{"canary false alone", rollout(`{"canary":false}`), []string{"spec.rollout", "rollout must set maxPulling, canary: true, or both"}},
+	{"canary as a string", rollout(`{"canary":"yes"}`), []string{"spec.rollout.canary", "boolean"}},
+	{"rollout as a number", rollout(`10`), []string{"spec.rollout", "object"}},
+}
+
+// retentionCases are bad spec.retention values.
+var retentionCases = []badInputCase{
+	{"unknown retention", `{"images":["nginx"],"retention":"Forever"}`, []string{"spec.retention", "Unsupported value", "Pinned"}},
+	{"lower-case retention", `{"images":["nginx"],"retention":"pinned"}`, []string{"spec.retention", "Unsupported value"}},
+	{"empty retention", `{"images":["nginx"],"retention":""}`, []string{"spec.retention", "Unsupported value"}},
+	{"retention as a boolean", `{"images":["nginx"],"retention":true}`, []string{"spec.retention", "string"}},
 }
 
 // TestAPIBadInput sends a real kube-apiserver (with the generated CRDs)
@@ -128,7 +191,10 @@ var secretAndOtherCases = []badInputCase{
 // message naming the field and the problem, so nothing of it reaches a node.
 func TestAPIBadInput(t *testing.T) {
 	cp := testbed.StartControlPlane(t)
-	groups := map[string][]badInputCase{"references": referenceCases, "selectors": selectorCases, "secrets and settings": secretAndOtherCases}
+	groups := map[string][]badInputCase{"references": referenceCases, "selectors": selectorCases, "secrets and settings": secretAndOtherCases, "images from workloads": imagesFromCases,
+		"readiness": readinessCases,
+		"retention": retentionCases,
+		"rollout":   rolloutCases}
 	n := 0
 	for group, cases := range groups {
 		t.Run(group, func(t *testing.T) {
@@ -174,6 +240,13 @@ func testAcceptedEdges(t *testing.T, cp *testbed.ControlPlane) {
 		{"repository of 255 characters", img("registry.example/" + strings.Repeat("a", 238) + ":v1")},
 		{"reference of 512 characters", img("registry.example/" + strings.Repeat("a", 230) + ":" + strings.Repeat("t", 128) + "@sha512:" + strings.Repeat("c", 128))},
 		{"tag of 128 characters", img("nginx:" + strings.Repeat("t", 128))},
+		{"minReadyNodes as a number", readiness(`{"minReadyNodes":3}`)},
+		{"minReadyNodes of 0%", readiness(`{"minReadyNodes":"0%"}`)},
+		{"minReadyNodes of 100%", readiness(`{"minReadyNodes":"100%"}`)},
+		{"maxPulling of 1", rollout(`{"maxPulling":1}`)},
+		{"maxPulling of 1% with a canary", rollout(`{"maxPulling":"1%","canary":true}`)},
+		{"a canary alone", rollout(`{"canary":true}`)},
+		{"maxPulling of 100%", rollout(`{"maxPulling":"100%"}`)},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -4,20 +4,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Bounds of an ImageWarm. They keep one object, its status and the work one
-// object can ask of every node small enough to reason about.
-const (
-	// MaxImagesPerWarm is the most images one ImageWarm may list.
-	MaxImagesPerWarm = 100
-	// MaxPullSecrets is the most pull secrets one ImageWarm may name.
-	MaxPullSecrets = 8
-	// MaxReportedFailures is the most node failures an ImageWarm's status lists.
-	MaxReportedFailures = 10
-	// MaxMessageLength is the longest message kept in a status; longer runtime
-	// messages are cut.
-	MaxMessageLength = 512
-)
-
 // PullPolicy says when an agent pulls an image it is asked to keep.
 // +kubebuilder:validation:Enum=IfNotPresent;Always
 type PullPolicy string
@@ -30,19 +16,42 @@ const (
 	PullAlways PullPolicy = "Always"
 )
 
+// Retention says whether the kubelet's image garbage collector may remove an
+// ImageWarm's images.
+// +kubebuilder:validation:Enum=Unpinned;Pinned
+type Retention string
+
+const (
+	// RetentionUnpinned leaves the images to the kubelet's image garbage
+	// collector, like any other image: the agent pulls them again when it
+	// removes them.
+	RetentionUnpinned Retention = "Unpinned"
+	// RetentionPinned pins the images in the container runtime where it can
+	// (containerd 1.7 and later), so the kubelet never collects them.
+	RetentionPinned Retention = "Pinned"
+)
+
 // ImageWarmSpec says which images must be present on which nodes.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.refreshInterval) || self.pullPolicy == 'Always'",message="refreshInterval is only allowed with pullPolicy Always"
+// +kubebuilder:validation:XValidation:rule="has(self.images) || has(self.imagesFrom)",message="spec must list images, take them from workloads with imagesFrom, or both"
 type ImageWarmSpec struct {
 	// images to keep present on every selected node, as a Pod's image field
 	// takes them. A reference with neither tag nor digest means ":latest";
 	// one with both a tag and a digest is pulled by its digest. Entries must
-	// be unique.
-	// +required
+	// be unique. Required unless imagesFrom is set.
+	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=100
-	Images []ImageReference `json:"images"`
+	Images []ImageReference `json:"images,omitempty"`
+
+	// imagesFrom takes more images from the pod templates of workloads in
+	// this ImageWarm's namespace, kept current as the templates change.
+	// The controller resolves them into status.resolved; the agents warm
+	// them as if they were listed in images.
+	// +optional
+	ImagesFrom *ImagesFrom `json:"imagesFrom,omitempty"`
 
 	// nodeSelector selects the nodes that must hold the images, by their
 	// labels, written like a Pod's label selector. Absent or empty selects
@@ -96,6 +105,38 @@ type ImageWarmSpec struct {
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10s') && duration(self) <= duration('24h')",message="pullTimeout must be between 10s and 24h"
 	PullTimeout *metav1.Duration `json:"pullTimeout,omitempty"`
+
+	// startupTaint, when true, makes a selected node that registered with the
+	// agents' startup taint (warmer.dev/warming by default, the agent's
+	// --startup-taint) keep it until every image of this ImageWarm is present
+	// there, so no Pod is scheduled onto the node before its images are warm.
+	// The agent removes the taint once every such ImageWarm is warm on its
+	// node, or at the agent's --startup-taint-deadline after the node
+	// registered, whichever comes first. A suspended ImageWarm holds no taint.
+	// +optional
+	StartupTaint bool `json:"startupTaint,omitempty"`
+
+	// readiness says what Ready means: by default every matching node that
+	// can hold the images must have them. Nodes whose platform an image
+	// lacks never block Ready.
+	// +optional
+	Readiness *Readiness `json:"readiness,omitempty"`
+
+	// retention is Unpinned (the kubelet's image garbage collector may
+	// remove the images; the agent pulls them again) or Pinned (the agent
+	// pins them in the container runtime, so the kubelet never collects
+	// them, however full the disk). Pinning needs containerd 1.7 or later;
+	// elsewhere the NodeWarm's Pinning condition says so and the images are
+	// warmed unpinned. An image stays pinned while any Pinned ImageWarm
+	// (suspended ones too) wants it on the node.
+	// +optional
+	// +kubebuilder:default=Unpinned
+	Retention Retention `json:"retention,omitempty"`
+
+	// rollout bounds how many nodes pull at once and can ask for a canary
+	// node first. Absent, every matching node pulls at once.
+	// +optional
+	Rollout *Rollout `json:"rollout,omitempty"`
 }
 
 // ImageWarm condition types.
@@ -126,19 +167,20 @@ type NodeCounts struct {
 	// notReporting nodes match but have no agent report for this ImageWarm.
 	// +optional
 	NotReporting int32 `json:"notReporting"`
+	// unsupported nodes lack the platform (OS and architecture) of some
+	// image: they can never hold it, so they do not count toward Ready.
+	// +optional
+	Unsupported int32 `json:"unsupported,omitempty"`
 }
 
-// ImageFleetStatus is one image's progress across the matching nodes.
+// ImageFleetStatus is the progress across the matching nodes of one image
+// that is not yet on all of them, or that they resolved to different
+// digests.
 type ImageFleetStatus struct {
 	// image is the reference as written in spec.images.
 	// +required
 	// +kubebuilder:validation:MaxLength=512
 	Image string `json:"image"`
-	// digest is the repository digest nodes resolved the image to, when
-	// they agree.
-	// +optional
-	// +kubebuilder:validation:MaxLength=200
-	Digest string `json:"digest,omitempty"`
 	// ready is the number of matching nodes that have the image.
 	// +optional
 	Ready int32 `json:"ready"`
@@ -148,6 +190,15 @@ type ImageFleetStatus struct {
 	// failed is the number of matching nodes that failed to pull it.
 	// +optional
 	Failed int32 `json:"failed"`
+	// digestsDiffer is set when the nodes that have the image resolved it
+	// to different digests (a tag moved between their pulls); each node's
+	// NodeWarm has its digest.
+	// +optional
+	DigestsDiffer bool `json:"digestsDiffer,omitempty"`
+	// unsupported is the number of matching nodes whose platform the image
+	// lacks.
+	// +optional
+	Unsupported int32 `json:"unsupported,omitempty"`
 }
 
 // NodeFailure is one node's failure to pull one image.
@@ -165,14 +216,15 @@ type NodeFailure struct {
 	// +required
 	// +kubebuilder:validation:MaxLength=64
 	Reason string `json:"reason"`
-	// message is the runtime's explanation, cut to 512 characters.
+	// message is the runtime's explanation, cut to 256 characters.
 	// +optional
-	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:MaxLength=256
 	Message string `json:"message,omitempty"`
 }
 
 // ImageWarmStatus is the fleet-wide summary the controller folds from the
-// nodes' reports. Its size does not grow with the number of nodes.
+// nodes' reports. Its size does not grow with the number of nodes, and it
+// lists only what is not done (see limits.go for the budget).
 type ImageWarmStatus struct {
 	// observedGeneration is the spec generation this status describes.
 	// +optional
@@ -183,20 +235,28 @@ type ImageWarmStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:XValidation:rule="self.all(c, size(c.message) <= 1024)",message="condition messages must be at most 1024 characters"
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
 	// imageCount is the number of images in the spec.
 	// +optional
 	ImageCount int32 `json:"imageCount,omitempty"`
 
+	// readyImages is the number of spec images every matching node has.
+	// +optional
+	ReadyImages int32 `json:"readyImages,omitempty"`
+
 	// nodes counts the matching nodes by progress.
 	// +optional
 	Nodes NodeCounts `json:"nodes,omitempty"`
 
-	// images is each image's progress across the matching nodes.
+	// images is the progress of the first 20 images, in spec order, that
+	// some matching node does not have yet or that the nodes resolved to
+	// different digests. Images every node has are only counted, in
+	// readyImages.
 	// +optional
 	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=100
+	// +kubebuilder:validation:MaxItems=20
 	Images []ImageFleetStatus `json:"images,omitempty"`
 
 	// failures lists the first few nodes that failed to pull an image.
@@ -204,6 +264,28 @@ type ImageWarmStatus struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=10
 	Failures []NodeFailure `json:"failures,omitempty"`
+
+	// resolved is what spec.imagesFrom resolved to; absent without it.
+	// +optional
+	Resolved *ResolvedImages `json:"resolved,omitempty"`
+
+	// silentNodes names the first 10 matching nodes, by name, whose agent
+	// has not reported on observedGeneration, with when their silence
+	// began.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=10
+	SilentNodes []SilentNode `json:"silentNodes,omitempty"`
+
+	// observedGenerationTime is when the controller first saw
+	// observedGeneration: a node silent since then has not reported on it.
+	// +optional
+	ObservedGenerationTime *metav1.Time `json:"observedGenerationTime,omitempty"`
+
+	// rollout is how far the current rollout may go; absent without
+	// spec.rollout.
+	// +optional
+	Rollout *RolloutStatus `json:"rollout,omitempty"`
 }
 
 // ImageWarm asks that a set of container images be kept present on the nodes
@@ -220,6 +302,7 @@ type ImageWarmStatus struct {
 // +kubebuilder:printcolumn:name="Warm",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,description="The Ready condition"
 // +kubebuilder:printcolumn:name="Pulling",type=integer,JSONPath=`.status.nodes.pulling`,priority=1,description="Nodes still pulling"
 // +kubebuilder:printcolumn:name="Not-Reporting",type=integer,JSONPath=`.status.nodes.notReporting`,priority=1,description="Matching nodes without an agent report"
+// +kubebuilder:printcolumn:name="Admitted",type=integer,JSONPath=`.status.rollout.admitted`,priority=1,description="Nodes the rollout admitted"
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1,description="Reason of the Ready condition"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ImageWarm struct {

@@ -45,6 +45,7 @@ func testKubectl(t *testing.T, cp *testbed.ControlPlane) {
 	iw.Status = warmv1.ImageWarmStatus{
 		ImageCount: 2,
 		Nodes:      warmv1.NodeCounts{Matching: 3, Ready: 2, Pulling: 1},
+		Rollout:    &warmv1.RolloutStatus{Generation: 1, AdmittedBelow: 1 << 31, Admitted: 2, Waiting: 1},
 		Conditions: []metav1.Condition{{Type: warmv1.ConditionReady, Status: metav1.ConditionFalse, Reason: "Pulling", Message: "1 of 3 nodes still pulling", LastTransitionTime: metav1.Now()}},
 	}
 	if err := cp.Client.Status().Update(ctx, iw); err != nil {
@@ -58,7 +59,7 @@ func testKubectl(t *testing.T, cp *testbed.ControlPlane) {
 	})
 	t.Run("get iw -o wide", func(t *testing.T) {
 		rows := fields(kubectl(t, cp, "get", "iw", "-n", "kubectl", "-o", "wide"))
-		want := [][]string{{"NAME", "IMAGES", "NODES", "READY", "FAILED", "WARM", "PULLING", "NOT-REPORTING", "REASON", "AGE"}, {"web", "2", "3", "2", "0", "False", "1", "0", "Pulling"}}
+		want := [][]string{{"NAME", "IMAGES", "NODES", "READY", "FAILED", "WARM", "PULLING", "NOT-REPORTING", "ADMITTED", "REASON", "AGE"}, {"web", "2", "3", "2", "0", "False", "1", "0", "2", "Pulling"}}
 		checkTable(t, rows, want)
 	})
 	t.Run("get nodewarms", func(t *testing.T) {
@@ -76,7 +77,7 @@ func testKubectl(t *testing.T, cp *testbed.ControlPlane) {
 	})
 	t.Run("explain", func(t *testing.T) {
 		out := kubectl(t, cp, "explain", "imagewarm.spec")
-		for _, want := range []string{"images", "nodeSelector", "pullPolicy", "refreshInterval", "imagePullSecrets", "priority", "suspend", "pullTimeout", "is pulled by its digest"} {
+		for _, want := range []string{"images", "nodeSelector", "pullPolicy", "refreshInterval", "imagePullSecrets", "priority", "suspend", "pullTimeout", "rollout", "is pulled by its digest"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("kubectl explain imagewarm.spec lacks %q:\n%s", want, out)
 			}

@@ -24,14 +24,6 @@ const (
 	ImageSkipped ImageState = "Skipped"
 )
 
-// Bounds of a NodeWarm.
-const (
-	// MaxNodeImages is the most images one NodeWarm reports.
-	MaxNodeImages = 4096
-	// MaxRequestedBy is the most ImageWarms listed as wanting one image.
-	MaxRequestedBy = 16
-)
-
 // RuntimeInfo names the node's container runtime.
 type RuntimeInfo struct {
 	// name of the runtime, e.g. containerd.
@@ -71,57 +63,76 @@ type WarmRef struct {
 	// namespace of the ImageWarm.
 	// +required
 	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	Namespace string `json:"namespace"`
 	// name of the ImageWarm.
 	// +required
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	Name string `json:"name"`
 	// generation of the ImageWarm's spec the agent acts on.
 	// +required
 	Generation int64 `json:"generation"`
+	// resolved is the hash of the ImageWarm's status.resolved images the
+	// agent acts on, when the ImageWarm has imagesFrom.
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:Pattern=`^[a-f0-9]*$`
+	Resolved string `json:"resolved,omitempty"`
 }
 
-// NodeImage is one wanted image's state on the node.
+// NodeImage is one wanted image's state on the node. It is kept small: a
+// present image takes about 200 bytes, and every string is plain text.
 type NodeImage struct {
-	// image is the normalised reference, e.g. docker.io/library/nginx:latest.
+	// image is the normalised reference, e.g. docker.io/library/nginx:latest
+	// (a spec reference of up to 512 characters, plus the default registry
+	// and tag).
 	// +required
-	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:MaxLength=544
+	// +kubebuilder:validation:Pattern=`^[ !#-%'-;=?-\[\]-~]*$`
 	Image string `json:"image"`
 	// state is Present, Pulling, Queued, BackOff, Failed or Skipped.
 	// +required
 	State ImageState `json:"state"`
-	// imageID is the runtime's id of the image (its config digest).
+	// digest is the repository digest the image was resolved to, when the
+	// runtime knows one (an image loaded rather than pulled has none).
 	// +optional
-	// +kubebuilder:validation:MaxLength=200
-	ImageID string `json:"imageID,omitempty"`
-	// digest is the repository digest the image was resolved to.
-	// +optional
-	// +kubebuilder:validation:MaxLength=200
+	// +kubebuilder:validation:MaxLength=135
+	// +kubebuilder:validation:Pattern=`^(sha256:[a-f0-9]{64}|sha384:[a-f0-9]{96}|sha512:[a-f0-9]{128})$`
 	Digest string `json:"digest,omitempty"`
-	// sizeBytes is the image's size as the runtime reports it.
-	// +optional
-	SizeBytes int64 `json:"sizeBytes,omitempty"`
-	// reason classifies the last failure, e.g. Unauthorized or NotFound.
+	// reason classifies the last failure, e.g. Unauthorized or NotFound;
+	// on a present image, EvictedRepeatedly says the node keeps removing it
+	// soon after it arrives.
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]*$`
 	Reason string `json:"reason,omitempty"`
-	// message explains the last failure, cut to 512 characters.
+	// message explains the last failure, cut to 256 characters, in plain
+	// printable ASCII without the characters JSON escapes (", \, <, > and &).
 	// +optional
-	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^[ !#-%'-;=?-\[\]-~]*$`
 	Message string `json:"message,omitempty"`
 	// attempts counts pulls tried since the image was last present.
 	// +optional
+	// +kubebuilder:validation:Minimum=0
 	Attempts int32 `json:"attempts,omitempty"`
-	// lastTransitionTime is when state last changed.
+	// pinned is true when the runtime exempts the image from the kubelet's
+	// garbage collection (pinned by warmer or by someone else).
 	// +optional
-	LastTransitionTime metav1.Time `json:"lastTransitionTime,omitempty"`
-	// requestedBy lists (as namespace/name) up to 16 ImageWarms that want
-	// the image.
+	Pinned bool `json:"pinned,omitempty"`
+	// lastTransitionTime is when state last changed. It is left out for a
+	// present image: what matters then is that it is there.
+	// +optional
+	LastTransitionTime *metav1.Time `json:"lastTransitionTime,omitempty"`
+	// warms are the ImageWarms that want the image, as indices into
+	// status.warms (at most 16 listed).
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=16
-	// +kubebuilder:validation:items:MaxLength=317
-	RequestedBy []string `json:"requestedBy,omitempty"`
+	// +kubebuilder:validation:items:Minimum=0
+	// +kubebuilder:validation:items:Maximum=511
+	Warms []int32 `json:"warms,omitempty"`
 }
 
 // NodeWarmStatus is one node agent's report.
@@ -132,22 +143,33 @@ type NodeWarmStatus struct {
 	// imageFilesystem is the usage of the runtime's image filesystem.
 	// +optional
 	ImageFilesystem *ImageFilesystem `json:"imageFilesystem,omitempty"`
-	// conditions describe the agent: RuntimeReady and DiskPressure.
+	// credentialProviders names the kubelet credential-provider plugins
+	// the agent runs for pulls (--image-credential-provider-config), in
+	// the configuration's order. Names only: never a credential.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=253
+	CredentialProviders []string `json:"credentialProviders,omitempty"`
+	// conditions describe the agent: RuntimeReady, DiskPressure, Pinning
+	// and StartupTaint.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:XValidation:rule="self.all(c, size(c.message) <= 1024)",message="condition messages must be at most 1024 characters"
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 	// warms are the ImageWarms that apply to this node, with the generation
-	// the agent acts on.
+	// the agent acts on, sorted by namespace and name; images[].warms index
+	// this list.
 	// +optional
 	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=1024
+	// +kubebuilder:validation:MaxItems=512
 	Warms []WarmRef `json:"warms,omitempty"`
 	// images is every wanted image's state, sorted by image.
 	// +optional
 	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=4096
+	// +kubebuilder:validation:MaxItems=512
 	Images []NodeImage `json:"images,omitempty"`
 	// desired is the number of distinct images wanted on this node.
 	// +optional
@@ -162,6 +184,16 @@ type NodeWarmStatus struct {
 	// +optional
 	Failed int32 `json:"failed"`
 }
+
+// ConditionImagesListed is on a NodeWarm only while its images list is cut
+// (status False, reason ReasonTooManyImages): the node wants more than
+// MaxNodeImages images. The counts still cover every image; an ImageWarm
+// image the list leaves out is counted as failed on that node.
+const ConditionImagesListed = "ImagesListed"
+
+// ReasonTooManyImages is ConditionImagesListed's reason, and the failure
+// reason of the images it leaves out.
+const ReasonTooManyImages = "TooManyImages"
 
 // NodeWarm is one node agent's report of the images it keeps. Its name is the
 // node's name and the Node owns it, so it goes when the node goes. Only the

@@ -5,20 +5,21 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 )
 
-// NodeSelector selects nodes by their labels. It is written exactly like a
-// metav1.LabelSelector (matchLabels, matchExpressions); it is a type of its own
-// only so that every list and string in it is bounded and checked by the API
-// server, which a metav1.LabelSelector field in a CRD is not.
+// NodeSelector selects objects (nodes, or workloads as LabelSelector) by
+// their labels. It is written exactly like a metav1.LabelSelector
+// (matchLabels, matchExpressions); it is a type of its own only so that
+// every list and string in it is bounded and checked by the API server,
+// which a metav1.LabelSelector field in a CRD is not.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.matchLabels) || self.matchLabels.all(k, size(k) <= 317 && k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))",message="matchLabels keys must be valid label keys: an optional DNS subdomain prefix and '/', then a name of at most 63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric"
 type NodeSelector struct {
-	// matchLabels selects nodes that carry every one of these labels with
-	// exactly these values.
+	// matchLabels selects the objects that carry every one of these labels
+	// with exactly these values.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=32
 	MatchLabels map[string]LabelValue `json:"matchLabels,omitempty"`
 
-	// matchExpressions selects nodes that satisfy every one of these
+	// matchExpressions selects the objects that satisfy every one of these
 	// requirements.
 	// +optional
 	// +listType=atomic
@@ -26,7 +27,11 @@ type NodeSelector struct {
 	MatchExpressions []NodeSelectorRequirement `json:"matchExpressions,omitempty"`
 }
 
-// LabelValue is the value of a node label: at most 63 alphanumerics, '-',
+// LabelSelector selects workloads by their labels, the same way
+// NodeSelector selects nodes.
+type LabelSelector = NodeSelector
+
+// LabelValue is the value of a label: at most 63 alphanumerics, '-',
 // '_' or '.', starting and ending alphanumeric, or empty.
 // +kubebuilder:validation:MaxLength=63
 // +kubebuilder:validation:Pattern=`^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$`
@@ -60,7 +65,7 @@ type NodeSelectorRequirement struct {
 }
 
 // AsSelector turns the selector into a labels.Selector. A nil selector, like
-// an empty one, selects every node.
+// an empty one, selects every object.
 func (s *NodeSelector) AsSelector() (labels.Selector, error) {
 	if s == nil {
 		return labels.Everything(), nil

@@ -7,11 +7,14 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"runtime"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -38,6 +41,7 @@ type agentFlags struct {
 	registryBurst    int
 	backOffInitial   time.Duration
 	backOffMax       time.Duration
+	backOffJitter    float64
 	pullTimeout      time.Duration
 	diskThreshold    int
 	resync           time.Duration
@@ -46,6 +50,9 @@ type agentFlags struct {
 	statusBurst      int
 	progressInterval time.Duration
 	kubelet          kubeletFlags
+	startupTaint     string
+	taintDeadline    time.Duration
+	credProviders    credentialProviderFlags
 }
 
 func (f *agentFlags) bind(fs *pflag.FlagSet) {
@@ -58,14 +65,18 @@ func (f *agentFlags) bind(fs *pflag.FlagSet) {
 	fs.IntVar(&f.registryBurst, "registry-burst", 10, "Pulls that may start at once above --registry-qps.")
 	fs.DurationVar(&f.backOffInitial, "image-pull-backoff-initial", 10*time.Second, "Back-off after an image's first failed pull; it doubles with each failure.")
 	fs.DurationVar(&f.backOffMax, "image-pull-backoff-max", 300*time.Second, "Longest back-off between pulls of a failing image.")
+	fs.Float64Var(&f.backOffJitter, "image-pull-backoff-jitter", pullengine.DefaultBackOffJitter, "Largest share of each back-off taken off at random, so nodes that failed together (a registry outage) do not retry together; no wait is longer than the kubelet's. Between 0 (the kubelet's exact schedule) and 0.5.")
 	fs.DurationVar(&f.pullTimeout, "pull-timeout", pullengine.DefaultPullTimeout, "Longest one pull may take, unless an ImageWarm's pullTimeout says otherwise.")
 	fs.IntVar(&f.diskThreshold, "image-fs-threshold-percent", pullengine.DefaultDiskThresholdPercent, "Start no pull while the image filesystem is fuller than this (the kubelet's image GC starts at 85); 100 turns the guard off.")
 	fs.DurationVar(&f.resync, "resync-period", time.Minute, "Longest time between two checks of the runtime's images, so removed images are pulled again.")
 	fs.Float64Var(&f.statusQPS, "status-update-qps", 0.5, "Token bucket rate of NodeWarm status writes.")
 	fs.IntVar(&f.statusBurst, "status-update-burst", 5, "Token bucket size of NodeWarm status writes.")
-	fs.DurationVar(&f.progressInterval, "status-progress-interval", 2*time.Second, "Least time between NodeWarm writes while pulls are under way; a settled result is written at once.")
+	fs.DurationVar(&f.progressInterval, "status-progress-interval", 2*time.Second, "How long a change waits before it is written while pulls are under way (and the least time between two such writes); a settled result is written at once.")
 	fs.BoolVar(&f.perImageEvents, "per-image-events", false, "Also record the kubelet's Pulling and Pulled events for every image (two events per image per node), besides one Warmed event per ImageWarm.")
+	fs.StringVar(&f.startupTaint, "startup-taint", agent.DefaultStartupTaintKey, "Key of the taint a node may register with to take no Pods until its images are warm: the agent removes it from its node once every ImageWarm with startupTaint that selects the node is warm there. Empty: the agent never touches its node's taints.")
+	fs.DurationVar(&f.taintDeadline, "startup-taint-deadline", agent.DefaultStartupTaintDeadline, "Longest a node keeps the --startup-taint after it registered: then the agent removes it, warm or not, with a Warning event.")
 	f.kubelet.bind(fs)
+	f.credProviders.bind(fs)
 	f.commonFlags.bind(fs, ":8080", ":8081")
 }
 
@@ -83,14 +94,23 @@ func (f *agentFlags) validate() error {
 		return usagef("--image-fs-threshold-percent must be between 1 and 100, got %d", f.diskThreshold)
 	case f.statusQPS <= 0 || f.statusBurst < 1:
 		return usagef("--status-update-qps must be positive and --status-update-burst at least 1")
+	case f.backOffJitter < 0 || f.backOffJitter > pullengine.MaxBackOffJitter:
+		return usagef("--image-pull-backoff-jitter must be between 0 and %v, got %v", pullengine.MaxBackOffJitter, f.backOffJitter)
 	case f.backOffMax < f.backOffInitial:
 		return usagef("--image-pull-backoff-max (%v) is shorter than --image-pull-backoff-initial (%v)", f.backOffMax, f.backOffInitial)
+	}
+	if errs := validation.IsQualifiedName(f.startupTaint); f.startupTaint != "" && len(errs) > 0 {
+		return usagef("--startup-taint %q is not a valid taint key: %s", f.startupTaint, strings.Join(errs, "; "))
 	}
 	if err := f.kubelet.validate(); err != nil {
 		return err
 	}
+	if err := f.credProviders.validate(); err != nil {
+		return err
+	}
 	for name, d := range map[string]time.Duration{"runtime-request-timeout": f.criTimeout, "image-pull-backoff-initial": f.backOffInitial,
-		"pull-timeout": f.pullTimeout, "resync-period": f.resync, "status-progress-interval": f.progressInterval} {
+		"pull-timeout": f.pullTimeout, "resync-period": f.resync, "status-progress-interval": f.progressInterval,
+		"startup-taint-deadline": f.taintDeadline} {
 		if err := positive(name, d); err != nil {
 			return err
 		}
@@ -108,11 +128,14 @@ func runAgent(args []string, help io.Writer) error {
 	if err := f.validate(); err != nil {
 		return err
 	}
+	if err := f.credProviders.load(); err != nil {
+		return err
+	}
 	cfg, err := f.restConfig()
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
-	tuneGC()
+	tuneRuntime(f.pprofAddr)
 	// The engine and the CRI client log through the context's logger:
 	// they are libraries and know nothing of controller-runtime's.
 	ctx := logr.NewContext(ctrl.SetupSignalHandler(), ctrl.Log)
@@ -125,7 +148,7 @@ func runAgent(args []string, help io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := setupAgent(mgr, cri, &f); err != nil {
+	if err := setupAgent(ctx, mgr, cri, &f); err != nil {
 		return err
 	}
 	ctrl.Log.Info("Starting agent", "version", version, "node", f.nodeName, "runtime", cri.Endpoint())
@@ -141,9 +164,16 @@ func runAgent(args []string, help io.Writer) error {
 // without pause.
 const agentGCPercent = 50
 
-func tuneGC() {
+// tuneRuntime sets the agent's GOGC and, unless profiles are served
+// (--pprof-bind-address), turns off heap profiling: its sampling keeps a
+// table of the stacks it saw, which grows with every new one and which
+// nothing reads without the profile endpoint.
+func tuneRuntime(pprofAddr string) {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(agentGCPercent)
+	}
+	if pprofAddr == "" || pprofAddr == "0" {
+		runtime.MemProfileRate = 0
 	}
 }
 
@@ -170,7 +200,7 @@ func connectCRI(ctx context.Context, endpoint string, timeout time.Duration) (*c
 
 func newAgentManager(cfg *rest.Config, f *agentFlags) (ctrl.Manager, error) {
 	return ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme(),
+		Scheme:                 agentScheme(),
 		Metrics:                metricsserver.Options{BindAddress: f.metricsAddr},
 		HealthProbeBindAddress: f.probeAddr,
 		PprofBindAddress:       f.pprofAddr,
@@ -179,7 +209,7 @@ func newAgentManager(cfg *rest.Config, f *agentFlags) (ctrl.Manager, error) {
 	})
 }
 
-func setupAgent(mgr ctrl.Manager, cri *criclient.Client, f *agentFlags) error {
+func setupAgent(ctx context.Context, mgr ctrl.Manager, cri *criclient.Client, f *agentFlags) error {
 	a := &agent.NodeAgent{
 		Client:           mgr.GetClient(),
 		APIReader:        mgr.GetAPIReader(),
@@ -190,24 +220,36 @@ func setupAgent(mgr ctrl.Manager, cri *criclient.Client, f *agentFlags) error {
 		StatusLimiter:    flowcontrol.NewTokenBucketRateLimiter(float32(f.statusQPS), f.statusBurst),
 		ProgressInterval: f.progressInterval,
 		PerImageEvents:   f.perImageEvents,
+		// An image the node keeps removing is pulled again no more often
+		// than a failing one.
+		EvictionBackOffInitial: f.backOffInitial,
+		EvictionBackOffMax:     f.backOffMax,
 	}
+	a.StartupTaintKey, a.StartupTaintDeadline = f.startupTaint, f.taintDeadline
+	setPinner(ctx, a, cri)
 	imageFs, err := f.kubelet.imageFsReader(mgr.GetConfig())
 	if err != nil {
 		return err
 	}
-	engine := pullengine.New(cri, pullengine.Options{
+	opts := pullengine.Options{
 		SerializePulls:       f.serialize,
 		MaxParallelPulls:     f.maxParallel,
 		RegistryQPS:          float32(f.registryQPS),
 		RegistryBurst:        f.registryBurst,
 		BackOffInitial:       f.backOffInitial,
 		BackOffMax:           f.backOffMax,
+		BackOffJitter:        f.backOffJitter,
 		PullTimeout:          f.pullTimeout,
 		DiskThresholdPercent: f.diskThreshold,
 		ImageFs:              imageFs,
 		Listener:             a.Listener(),
 		Registerer:           ctrlmetrics.Registry,
-	})
+	}
+	if ps := f.credProviders.loaded; ps != nil {
+		opts.Credentials, a.CredentialProviders = ps, ps.Names()
+		f.credProviders.logProviders()
+	}
+	engine := pullengine.New(cri, opts)
 	a.Engine = engine
 	if err := mgr.Add(engine); err != nil {
 		return err
@@ -225,6 +267,18 @@ func setupAgent(mgr ctrl.Manager, cri *criclient.Client, f *agentFlags) error {
 		_, err := cri.Version(ctx)
 		return err
 	})
+}
+
+// setPinner gives the agent the runtime's pinner, or the reason there is
+// none: the warm goes on without pins.
+func setPinner(ctx context.Context, a *agent.NodeAgent, cri *criclient.Client) {
+	pinner, err := cri.Pinner(ctx)
+	if err != nil {
+		a.PinUnable = err.Error()
+		ctrl.Log.Info("Images cannot be pinned on this node", "reason", err.Error())
+		return
+	}
+	a.Pinner = pinner
 }
 
 func runtimeInfo(cri *criclient.Client) warmv1.RuntimeInfo {

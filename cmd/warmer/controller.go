@@ -3,15 +3,16 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/tools/leaderelection"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/controllers"
 )
 
@@ -22,6 +23,7 @@ type controllerFlags struct {
 	leaderNamespace  string
 	minWriteInterval time.Duration
 	lease            leaseFlags
+	imagesFromKinds  []string
 }
 
 // leaseFlags time the leader election, under kube-controller-manager's flag
@@ -62,8 +64,38 @@ func (f *controllerFlags) bind(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.leaderElect, "leader-elect", true, "Elect a leader among replicas, so only one writes ImageWarm status.")
 	fs.StringVar(&f.leaderNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease; empty: the Pod's own namespace.")
 	fs.DurationVar(&f.minWriteInterval, "min-status-interval", time.Second, "Least time between two progress writes of one ImageWarm's status; a settled result (no node pulling or yet to report) is written at once, and the last state always is.")
+	fs.StringSliceVar(&f.imagesFromKinds, "images-from-kinds", kindNames(warmv1.WorkloadKinds),
+		"Workload kinds the controller lists and watches, cluster-wide, for ImageWarms' spec.imagesFrom; \"none\" watches none (its RBAC rules can then go). An ImageWarm reading another kind gets ImagesResolved False, reason KindsNotWatched.")
 	f.lease.bind(fs)
 	f.commonFlags.bind(fs, ":8080", ":8081")
+}
+
+func kindNames(kinds []warmv1.WorkloadKind) []string {
+	out := make([]string, len(kinds))
+	for i, k := range kinds {
+		out[i] = string(k)
+	}
+	return out
+}
+
+// watchedKinds parses --images-from-kinds: known kinds, each once, or
+// "none" alone.
+func (f *controllerFlags) watchedKinds() ([]warmv1.WorkloadKind, error) {
+	out := []warmv1.WorkloadKind{}
+	if len(f.imagesFromKinds) == 1 && f.imagesFromKinds[0] == "none" {
+		return out, nil
+	}
+	for _, name := range f.imagesFromKinds {
+		kind := warmv1.WorkloadKind(name)
+		if !slices.Contains(warmv1.WorkloadKinds, kind) {
+			return nil, usagef("--images-from-kinds: %q is not one of %v, or none", name, kindNames(warmv1.WorkloadKinds))
+		}
+		if slices.Contains(out, kind) {
+			return nil, usagef("--images-from-kinds: %s named twice", name)
+		}
+		out = append(out, kind)
+	}
+	return out, nil
 }
 
 func runController(args []string, help io.Writer) error {
@@ -77,6 +109,10 @@ func runController(args []string, help io.Writer) error {
 		return err
 	}
 	if err := f.lease.validate(); err != nil {
+		return err
+	}
+	kinds, err := f.watchedKinds()
+	if err != nil {
 		return err
 	}
 	cfg, err := f.restConfig()
@@ -96,12 +132,12 @@ func runController(args []string, help io.Writer) error {
 		LeaseDuration:                 ptr(f.lease.duration),
 		RenewDeadline:                 ptr(f.lease.renewDeadline),
 		RetryPeriod:                   ptr(f.lease.retryPeriod),
-		Cache:                         cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		Cache:                         controllers.CacheOptions(kinds),
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
-	r := &controllers.ImageWarmReconciler{Client: mgr.GetClient(), MinWriteInterval: f.minWriteInterval}
+	r := &controllers.ImageWarmReconciler{Client: mgr.GetClient(), MinWriteInterval: f.minWriteInterval, WatchedKinds: kinds}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the controller: %w", err)
 	}

@@ -199,8 +199,12 @@ func checkNodeImage(f *testbed.Fleet, c agentCase, warm string) error {
 	} else if img.Reason != c.reason || !strings.Contains(img.Message, c.message) {
 		return fmt.Errorf("state %s reason %q message %q; want %s with %q", img.State, img.Reason, img.Message, c.reason, c.message)
 	}
-	if want := badNS + "/" + warm; len(img.RequestedBy) != 1 || img.RequestedBy[0] != want {
-		return fmt.Errorf("requested by %v, want only %s", img.RequestedBy, want)
+	nw, err := f.NodeWarm(bedNode)
+	if err != nil {
+		return err
+	}
+	if by := nw.Status.RequestedBy(&img); len(by) != 1 || by[0].Namespace != badNS || by[0].Name != warm {
+		return fmt.Errorf("requested by %v, want only %s/%s", by, badNS, warm)
 	}
 	return nil
 }

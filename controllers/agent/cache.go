@@ -3,6 +3,7 @@ package agent
 import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -11,17 +12,60 @@ import (
 
 // CacheOptions are the cache settings of the agent's manager for the
 // named node: one agent runs on every node, so what it caches is paid for
-// N times over. Only its own Node and NodeWarm are watched, and managed
-// fields (often the larger part of an object) are dropped from everything
-// cached.
+// N times over. Only its own Node and NodeWarm are watched, and each
+// cached object keeps only what the agent reads (cacheTransforms).
 func CacheOptions(nodeName string) cache.Options {
+	own := fields.OneTermEqualSelector("metadata.name", nodeName)
 	return cache.Options{
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Node{}:     {Field: fields.OneTermEqualSelector("metadata.name", nodeName)},
-			&warmv1.NodeWarm{}: {Field: fields.OneTermEqualSelector("metadata.name", nodeName)},
+			&corev1.Node{}:      {Field: own, Transform: stripNode},
+			&warmv1.NodeWarm{}:  {Field: own, Transform: stripNodeWarm},
+			&warmv1.ImageWarm{}: {Transform: stripImageWarm},
 		},
 		DefaultTransform: cache.TransformStripManagedFields(),
 	}
+}
+
+// The transforms below drop, before an object enters the cache, what the
+// agent never reads of it: managed fields everywhere (often the larger
+// part of an object), an ImageWarm's status but its resolved images and
+// its rollout's bound (the rest is the controller's fleet summary, up to
+// several KiB, on every ImageWarm in the cluster) and
+// annotations (kubectl apply's last-applied copy of the spec), a Node's
+// status (its image list, conditions, addresses: many KiB on a busy
+// node) and annotations, and the status of the agent's own NodeWarm,
+// which the agent writes and keeps itself (reportState) and only watches
+// for its deletion. Event handlers see the same stripped objects; the
+// agent's predicates look only at labels, generation, the resolved
+// images and the rollout. Anything else (a tombstone) passes unchanged.
+var (
+	_ toolscache.TransformFunc = stripImageWarm
+	_ toolscache.TransformFunc = stripNode
+	_ toolscache.TransformFunc = stripNodeWarm
+)
+
+func stripImageWarm(in any) (any, error) {
+	if iw, ok := in.(*warmv1.ImageWarm); ok {
+		iw.ManagedFields, iw.Annotations = nil, nil
+		iw.Status = warmv1.ImageWarmStatus{Resolved: iw.Status.Resolved, Rollout: iw.Status.Rollout}
+	}
+	return in, nil
+}
+
+func stripNode(in any) (any, error) {
+	if n, ok := in.(*corev1.Node); ok {
+		n.ManagedFields, n.Annotations = nil, nil
+		n.Status = corev1.NodeStatus{}
+	}
+	return in, nil
+}
+
+func stripNodeWarm(in any) (any, error) {
+	if nw, ok := in.(*warmv1.NodeWarm); ok {
+		nw.ManagedFields = nil
+		nw.Status = warmv1.NodeWarmStatus{}
+	}
+	return in, nil
 }
 
 // ClientOptions are the client settings of the agent's manager. Secrets

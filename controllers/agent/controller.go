@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"time"
@@ -14,6 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -62,6 +64,9 @@ type NodeAgent struct {
 	NodeName string
 	// Runtime names the container runtime, for the NodeWarm.
 	Runtime warmv1.RuntimeInfo
+	// CredentialProviders names the credential-provider plugins the
+	// engine runs, for the NodeWarm.
+	CredentialProviders []string
 	// ResyncPeriod bounds the time between passes, so drift (an image the
 	// kubelet's garbage collector removed) is caught.
 	ResyncPeriod time.Duration
@@ -73,8 +78,24 @@ type NodeAgent struct {
 	// PerImageEvents adds the kubelet's Pulling and Pulled events for every
 	// image to the one Warmed event per ImageWarm (see events.go).
 	PerImageEvents bool
+	// StartupTaintKey is the key of the taint the agent removes from its
+	// node once the ImageWarms that ask for it are warm (startuptaint.go);
+	// "" leaves the node's taints alone.
+	StartupTaintKey string
+	// StartupTaintDeadline is how long after the Node's creation the
+	// startup taint goes, warm or not.
+	StartupTaintDeadline time.Duration
 	// Clock is the engine's clock; nil means the real one.
 	Clock clock.PassiveClock
+	// Pinner pins the images of ImageWarms with retention Pinned; nil when
+	// the runtime cannot, and PinUnable then says why.
+	Pinner    Pinner
+	PinUnable string
+	// EvictionBackOffInitial and EvictionBackOffMax space the pulls of an
+	// image the node keeps removing (the kubelet's garbage collector on a
+	// disk too small for what is asked): one per window, which starts at
+	// the initial value and doubles with each eviction in a row.
+	EvictionBackOffInitial, EvictionBackOffMax time.Duration
 
 	trigger chan event.GenericEvent
 	inbox   inbox
@@ -84,6 +105,8 @@ type NodeAgent struct {
 	// secretReads is what the last pass found wrong with each pull secret
 	// it read, for the next pass's planner.
 	secretReads map[types.NamespacedName]string
+	// pinProblem is the last pass's pin or unpin failure.
+	pinProblem string
 }
 
 // Listener is what the engine reports pulls to. It only queues them for
@@ -116,17 +139,58 @@ func (a *NodeAgent) SetupWithManager(mgr ctrl.Manager) error {
 	own := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetName() == a.NodeName })
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("agent").
+		WithOptions(controller.Options{NewQueue: quietQueue(mgr.GetLogger())}).
 		// A new Node of the same name (created again) passes too: its
 		// NodeWarm then needs the new owner.
 		For(&corev1.Node{}, builder.WithPredicates(own, predicate.LabelChangedPredicate{})).
 		// Status writes by the controller do not change what the node
-		// wants; only spec changes (and creation, deletion) do.
-		Watches(&warmv1.ImageWarm{}, toNode, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// wants, except a new set of images resolved from workloads
+		// (imagesFrom) or a rollout's new bound; spec changes (and
+		// creation, deletion) do. The status writes reach every agent's
+		// watch anyway: this is a filter, not a new watch.
+		Watches(&warmv1.ImageWarm{}, toNode, builder.WithPredicates(predicate.Or[client.Object](
+			predicate.GenerationChangedPredicate{}, resolvedChanged, rolloutChanged))).
 		// Its own NodeWarm deleted (by hand, or by the garbage collector
 		// with a replaced Node) is written again at once.
 		Watches(&warmv1.NodeWarm{}, toNode, builder.WithPredicates(own, deletedOnly)).
 		WatchesRawSource(source.Channel(a.trigger, toNode)).
 		Complete(a)
+}
+
+// resolvedChanged passes updates of an ImageWarm whose resolved images
+// (status.resolved, by hash) changed.
+var resolvedChanged = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*warmv1.ImageWarm)
+		n, ok2 := e.ObjectNew.(*warmv1.ImageWarm)
+		return ok1 && ok2 && o.ResolvedHash() != n.ResolvedHash()
+	},
+}
+
+// rolloutChanged passes updates of an ImageWarm whose rollout bound, or
+// the spec it is for, changed; its counts alone do not. Every node takes a
+// pass on a new bound, though only the newly admitted have work: telling
+// them apart here would cost the hash on every event for little.
+var rolloutChanged = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*warmv1.ImageWarm)
+		n, ok2 := e.ObjectNew.(*warmv1.ImageWarm)
+		return ok1 && ok2 && !rolloutEqual(o.Status.Rollout, n.Status.Rollout)
+	},
+}
+
+// rolloutEqual compares what of a rollout decides admission.
+func rolloutEqual(a, b *warmv1.RolloutStatus) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Generation == b.Generation && a.Resolved == b.Resolved && a.AdmittedBelow == b.AdmittedBelow
 }
 
 // deletedOnly passes deletions only.
@@ -161,10 +225,12 @@ func (a *NodeAgent) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result,
 		log.FromContext(ctx).Error(err, "Container runtime not answering")
 		return ctrl.Result{RequeueAfter: runtimeRetry}, a.reportRuntimeDown(ctx, nw, err)
 	}
+	in.taint = a.taintInput(node)
 	out := plan(in)
 	a.state = out.state
+	taintErr := a.applyTaint(ctx, node, &out)
 	next, err := a.apply(ctx, node, nw, in.desired, out)
-	return ctrl.Result{RequeueAfter: next}, err
+	return ctrl.Result{RequeueAfter: next}, errors.Join(err, taintErr)
 }
 
 // runtimeRetry is how soon a pass is retried when the runtime is down.
@@ -201,8 +267,10 @@ func (a *NodeAgent) gather(ctx context.Context, nw *warmv1.NodeWarm, desired des
 	return planInput{
 		now: a.Clock.Now(), listedAt: listedAt, desired: desired, runtime: presence, engine: engine,
 		started: started, results: results, disk: a.Engine.DiskUsage(ctx), secrets: a.secretReads,
-		conditions: nw.Status.Conditions, runtimeInfo: a.Runtime, resync: a.ResyncPeriod,
+		conditions: nw.Status.Conditions, runtimeInfo: a.Runtime, credentialProviders: a.CredentialProviders, resync: a.ResyncPeriod,
 		perImageEvents: a.PerImageEvents, state: a.state,
+		pins:            a.pinView(ctx),
+		evictionBackOff: backOffPolicy{initial: a.EvictionBackOffInitial, max: a.EvictionBackOffMax},
 	}, nil
 }
 
@@ -213,7 +281,7 @@ func (a *NodeAgent) desired(ctx context.Context, node *corev1.Node) (desiredSet,
 	if err := a.Client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		return desiredSet{}, fmt.Errorf("listing ImageWarms: %w", err)
 	}
-	set, bad := a.memo.desiredImages(node.Labels, list.Items)
+	set, bad := a.memo.desiredImages(a.NodeName, node.Labels, list.Items)
 	for _, nn := range bad {
 		// The API server's validation should make this impossible.
 		log.FromContext(ctx).Info("Skipping ImageWarm with an unusable selector", "imagewarm", nn)
@@ -232,6 +300,7 @@ func (a *NodeAgent) apply(ctx context.Context, node *corev1.Node, nw *warmv1.Nod
 		reqs[i].Keyring = secrets.keyring(ctx, p.secrets)
 	}
 	a.Engine.Sync(ctx, reqs)
+	a.applyPins(ctx, out.pins, out.unpins)
 	if reads := secrets.outcomes(); !maps.Equal(reads, a.secretReads) {
 		a.secretReads = reads
 		a.poke() // the planner reports new problems on the next pass

@@ -34,6 +34,12 @@ type wantedImage struct {
 	refresh time.Duration
 	// suspended is true when every ImageWarm that wants it is suspended.
 	suspended bool
+	// waiting is true when no ImageWarm that wants it, not suspended, has
+	// admitted this node in its rollout yet: the image is not pulled.
+	waiting bool
+	// pin is true when an ImageWarm that wants it, suspended or not, has
+	// retention Pinned: suspending stops pulls, not the pin.
+	pin bool
 	// warms are the ImageWarms that want it, sorted.
 	warms []types.NamespacedName
 	// secrets are the pull secrets the active ImageWarms name, by namespace.
@@ -56,13 +62,16 @@ type desiredSet struct {
 	warms   []warmv1.WarmRef
 	// objects are stubs of the matching ImageWarms, events' subjects.
 	objects map[types.NamespacedName]*warmv1.ImageWarm
+	// holdTaint are the matching ImageWarms, not suspended, that ask for
+	// the node's startup taint to stay until they are warm.
+	holdTaint map[types.NamespacedName]bool
 }
 
-// desiredImages computes the images the ImageWarms ask of a node with the
-// given labels. ImageWarms being deleted, and ones whose selector does not
-// parse, are left out; the latter also go to badSelector.
-func desiredImages(nodeLabels map[string]string, warms []warmv1.ImageWarm) (desiredSet, []types.NamespacedName) {
-	return (&parseMemo{}).desiredImages(nodeLabels, warms)
+// desiredImages computes the images the ImageWarms ask of the named node
+// with the given labels. ImageWarms being deleted, and ones whose selector
+// does not parse, are left out; the latter also go to badSelector.
+func desiredImages(nodeName string, nodeLabels map[string]string, warms []warmv1.ImageWarm) (desiredSet, []types.NamespacedName) {
+	return (&parseMemo{}).desiredImages(nodeName, nodeLabels, warms)
 }
 
 // parseMemo keeps each ImageWarm's selector and image references parsed,
@@ -78,6 +87,9 @@ type parseMemo struct {
 type parsedWarm struct {
 	uid        types.UID
 	generation int64
+	// resolved is the hash of status.resolved's images taken with the
+	// spec, echoed in the NodeWarm; "" without imagesFrom.
+	resolved   string
 	selector   labels.Selector
 	selErr     error
 	parsedRefs bool          // images and invalid are filled in
@@ -95,12 +107,13 @@ type parsedImage struct {
 
 // desiredImages is the package function's work, reusing what earlier
 // passes parsed, and forgetting ImageWarms this pass did not see.
-func (m *parseMemo) desiredImages(nodeLabels map[string]string, warms []warmv1.ImageWarm) (desiredSet, []types.NamespacedName) {
+func (m *parseMemo) desiredImages(nodeName string, nodeLabels map[string]string, warms []warmv1.ImageWarm) (desiredSet, []types.NamespacedName) {
 	if m.warms == nil {
 		m.warms = map[types.NamespacedName]*parsedWarm{}
 	}
 	m.pass++
-	set := desiredSet{images: map[string]*wantedImage{}, objects: map[types.NamespacedName]*warmv1.ImageWarm{}}
+	set := desiredSet{images: map[string]*wantedImage{}, objects: map[types.NamespacedName]*warmv1.ImageWarm{},
+		holdTaint: map[types.NamespacedName]bool{}}
 	var badSelector []types.NamespacedName
 	ls := labels.Set(nodeLabels)
 	for i := range warms {
@@ -117,10 +130,15 @@ func (m *parseMemo) desiredImages(nodeLabels map[string]string, warms []warmv1.I
 		if !pw.selector.Matches(ls) {
 			continue
 		}
-		set.warms = append(set.warms, warmv1.WarmRef{Namespace: iw.Namespace, Name: iw.Name, Generation: iw.Generation})
+		set.warms = append(set.warms, warmv1.WarmRef{Namespace: iw.Namespace, Name: iw.Name, Generation: iw.Generation, Resolved: pw.resolved})
 		set.objects[nn] = stub(iw)
+		if iw.Spec.StartupTaint && !iw.Spec.Suspend {
+			set.holdTaint[nn] = true
+		}
 		pw.parseRefs(nn, iw)
-		set.add(iw, nn, pw)
+		// Read each pass: the rollout's bound is status, which moves
+		// without a new generation.
+		set.add(iw, nn, pw, warmv1.RolloutAdmits(iw, nodeName))
 	}
 	for nn, pw := range m.warms {
 		if pw.usedIn != m.pass {
@@ -131,13 +149,13 @@ func (m *parseMemo) desiredImages(nodeLabels map[string]string, warms []warmv1.I
 	return set, badSelector
 }
 
-// parsed returns iw's parsed spec, parsing it when its generation (or the
-// object, by UID) is new.
+// parsed returns iw's parsed spec, parsing it when its generation, its
+// resolved images (by hash) or the object (by UID) is new.
 func (m *parseMemo) parsed(nn types.NamespacedName, iw *warmv1.ImageWarm) *parsedWarm {
 	pw, ok := m.warms[nn]
 	// Generation 0 means the server did not set one (tests build objects
 	// by hand): such specs are parsed every time.
-	if !ok || pw.uid != iw.UID || pw.generation != iw.Generation || iw.Generation == 0 {
+	if !ok || pw.uid != iw.UID || pw.generation != iw.Generation || pw.resolved != iw.ResolvedHash() || iw.Generation == 0 {
 		pw = parseWarm(iw)
 		m.warms[nn] = pw
 	}
@@ -148,56 +166,69 @@ func (m *parseMemo) parsed(nn types.NamespacedName, iw *warmv1.ImageWarm) *parse
 // parseWarm parses an ImageWarm's selector; its images are parsed when it
 // first matches (parseRefs): on most nodes most ImageWarms do not.
 func parseWarm(iw *warmv1.ImageWarm) *parsedWarm {
-	pw := &parsedWarm{uid: iw.UID, generation: iw.Generation}
+	pw := &parsedWarm{uid: iw.UID, generation: iw.Generation, resolved: iw.ResolvedHash()}
 	pw.selector, pw.selErr = iw.Spec.NodeSelector.AsSelector()
 	return pw
 }
 
-// parseRefs parses the ImageWarm's images once. Two spellings of one image
-// in one ImageWarm count once.
+// parseRefs parses the ImageWarm's images once: spec.images, then the
+// images the controller resolved from workloads (imagesFrom), taken as if
+// the spec listed them. Two spellings of one image in one ImageWarm count
+// once.
 func (pw *parsedWarm) parseRefs(nn types.NamespacedName, iw *warmv1.ImageWarm) {
 	if pw.parsedRefs {
 		return
 	}
 	pw.parsedRefs = true
-	pw.images = make([]parsedImage, 0, len(iw.Spec.Images))
-	seen := make(map[string]bool, len(iw.Spec.Images))
-	for _, img := range iw.Spec.Images {
-		ref, err := pullengine.ParseReference(string(img))
+	resolved := iw.ResolvedImages()
+	pw.images = make([]parsedImage, 0, len(iw.Spec.Images)+len(resolved))
+	seen := make(map[string]bool, cap(pw.images))
+	add := func(img string) {
+		ref, err := pullengine.ParseReference(img)
 		if err != nil {
-			pw.invalid = append(pw.invalid, invalidImage{image: string(img), warm: nn, err: err})
-			continue
+			pw.invalid = append(pw.invalid, invalidImage{image: img, warm: nn, err: err})
+			return
 		}
 		key := ref.String()
 		if seen[key] {
-			continue
+			return
 		}
 		seen[key] = true
-		pw.images = append(pw.images, parsedImage{ref: ref, key: key, image: string(img)})
+		pw.images = append(pw.images, parsedImage{ref: ref, key: key, image: img})
+	}
+	for _, img := range iw.Spec.Images {
+		add(string(img))
+	}
+	for _, img := range resolved {
+		add(img)
 	}
 }
 
-// add merges one matching ImageWarm's images into the set.
-func (s *desiredSet) add(iw *warmv1.ImageWarm, nn types.NamespacedName, pw *parsedWarm) {
+// add merges one matching ImageWarm's images into the set; admitted says
+// whether its rollout lets this node pull.
+func (s *desiredSet) add(iw *warmv1.ImageWarm, nn types.NamespacedName, pw *parsedWarm, admitted bool) {
 	s.invalid = append(s.invalid, pw.invalid...)
 	for _, pi := range pw.images {
 		w, ok := s.images[pi.key]
 		if !ok {
-			w = &wantedImage{ref: pi.ref, image: pi.image, suspended: true, priority: iw.Spec.Priority}
+			w = &wantedImage{ref: pi.ref, image: pi.image, suspended: true, waiting: true, priority: iw.Spec.Priority}
 			s.images[pi.key] = w
 		}
-		w.merge(iw, nn)
+		w.merge(iw, nn, admitted)
 	}
 }
 
 // merge folds one ImageWarm's wishes into w. Suspended ImageWarms only
 // count as wanting the image; their priority, timeout, policy and secrets
-// do not apply.
-func (w *wantedImage) merge(iw *warmv1.ImageWarm, nn types.NamespacedName) {
+// do not apply. One ImageWarm that admitted the node is enough for a
+// pull, with the wishes of all that did not suspend.
+func (w *wantedImage) merge(iw *warmv1.ImageWarm, nn types.NamespacedName, admitted bool) {
 	w.warms = append(w.warms, nn)
+	w.pin = w.pin || iw.Spec.Retention == warmv1.RetentionPinned
 	if iw.Spec.Suspend {
 		return
 	}
+	w.waiting = w.waiting && !admitted
 	if w.suspended || iw.Spec.Priority > w.priority {
 		w.priority = iw.Spec.Priority
 	}

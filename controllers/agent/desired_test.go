@@ -7,6 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 )
@@ -40,7 +41,7 @@ func TestDesiredImages(t *testing.T) {
 		warm("a", "batch", map[string]warmv1.LabelValue{"pool": "batch"}, "postgres:16"),
 		suspended, always, deleting,
 	}
-	d, bad := desiredImages(node, warms)
+	d, bad := desiredImages("", node, warms)
 	if len(bad) != 0 {
 		t.Fatalf("bad selectors: %v", bad)
 	}
@@ -62,6 +63,55 @@ func TestDesiredImages(t *testing.T) {
 	}
 }
 
+// TestDesiredResolvedImages checks that images resolved from workloads
+// are wanted as if the spec listed them, that the agent echoes the hash
+// of the set it acts on, and that a new set under the same generation is
+// taken at once by the memo.
+func TestDesiredResolvedImages(t *testing.T) {
+	node := map[string]string{"pool": "web"}
+	from := warm("a", "from", nil, "nginx:1.27")
+	from.UID = "uid-from"
+	from.Spec.ImagesFrom = &warmv1.ImagesFrom{}
+	from.Status.Resolved = &warmv1.ResolvedImages{Images: []string{"docker.io/library/app:v1", "docker.io/library/nginx:1.27"}, Hash: "0123456789abcdef"}
+	// A status left from before imagesFrom was removed is ignored.
+	stale := warm("a", "stale", nil, "redis:7")
+	stale.Status.Resolved = &warmv1.ResolvedImages{Images: []string{"docker.io/library/old:v1"}, Hash: "fedcba9876543210"}
+	var memo parseMemo
+	d, _ := memo.desiredImages("", node, []warmv1.ImageWarm{from, stale})
+	if got := fmt.Sprint(d.sortedKeys()); got != "[docker.io/library/app:v1 docker.io/library/nginx:1.27 docker.io/library/redis:7]" {
+		t.Fatalf("desired %s", got)
+	}
+	if n := d.images["docker.io/library/nginx:1.27"]; len(n.warms) != 1 {
+		t.Errorf("nginx, in spec and resolved, wanted by %v: want a/from once", n.warms)
+	}
+	if d.warms[0].Name != "from" || d.warms[0].Resolved != "0123456789abcdef" || d.warms[1].Resolved != "" {
+		t.Errorf("warms %+v: want from's hash echoed, none for stale", d.warms)
+	}
+	// The template moved to app:v2: same generation, new status.
+	from.Status.Resolved = &warmv1.ResolvedImages{Images: []string{"docker.io/library/app:v2"}, Hash: "1111111111111111"}
+	d, _ = memo.desiredImages("", node, []warmv1.ImageWarm{from})
+	if got := fmt.Sprint(d.sortedKeys()); got != "[docker.io/library/app:v2 docker.io/library/nginx:1.27]" {
+		t.Errorf("after the set changed, desired %s", got)
+	}
+	if d.warms[0].Resolved != "1111111111111111" {
+		t.Errorf("after the set changed, echoed %q", d.warms[0].Resolved)
+	}
+}
+
+func TestResolvedChangedPredicate(t *testing.T) {
+	a := &warmv1.ImageWarm{Spec: warmv1.ImageWarmSpec{ImagesFrom: &warmv1.ImagesFrom{}}}
+	b := a.DeepCopy()
+	b.Status.Resolved = &warmv1.ResolvedImages{Hash: "0123456789abcdef"}
+	c := b.DeepCopy()
+	c.Status.Nodes.Ready = 3 // a progress write: no new set
+	if !resolvedChanged.Update(event.UpdateEvent{ObjectOld: a, ObjectNew: b}) {
+		t.Error("a new resolved set did not pass")
+	}
+	if resolvedChanged.Update(event.UpdateEvent{ObjectOld: b, ObjectNew: c}) {
+		t.Error("a progress write passed")
+	}
+}
+
 // BenchmarkDesired1000 measures the desired set of a node over 1,000
 // ImageWarms of 10 images each, half of them matching.
 // BenchmarkDesired1000 is the desired set over 1,000 ImageWarms of ten
@@ -70,10 +120,10 @@ func TestDesiredImages(t *testing.T) {
 func BenchmarkDesired1000(b *testing.B) {
 	warms, node := desiredBenchInput()
 	var memo parseMemo
-	memo.desiredImages(node, warms)
+	memo.desiredImages("", node, warms)
 	b.ReportAllocs()
 	for b.Loop() {
-		d, _ := memo.desiredImages(node, warms)
+		d, _ := memo.desiredImages("", node, warms)
 		if len(d.images) == 0 {
 			b.Fatal("nothing desired")
 		}
@@ -86,7 +136,7 @@ func BenchmarkDesired1000Cold(b *testing.B) {
 	warms, node := desiredBenchInput()
 	b.ReportAllocs()
 	for b.Loop() {
-		d, _ := desiredImages(node, warms)
+		d, _ := desiredImages("", node, warms)
 		if len(d.images) == 0 {
 			b.Fatal("nothing desired")
 		}

@@ -33,13 +33,25 @@ import (
 
 // Event reasons.
 const (
-	ReasonPulling           = "Pulling"
-	ReasonPulled            = "Pulled"
-	ReasonWarmed            = "Warmed"
-	ReasonFailed            = "Failed"
-	ReasonBackOff           = "BackOff"
-	ReasonEvicted           = "Evicted"
+	ReasonPulling = "Pulling"
+	ReasonPulled  = "Pulled"
+	ReasonWarmed  = "Warmed"
+	ReasonFailed  = "Failed"
+	ReasonBackOff = "BackOff"
+	ReasonEvicted = "Evicted"
+	// ReasonEvictedRepeatedly is an image's reason in the NodeWarm while
+	// the node keeps removing it and the next pull waits.
+	ReasonEvictedRepeatedly = "EvictedRepeatedly"
+	// ReasonWaitingForRollout is a missing image's reason in the NodeWarm
+	// while no ImageWarm that wants it has admitted the node in its
+	// rollout.
+	ReasonWaitingForRollout = "WaitingForRollout"
 	ReasonInvalidPullSecret = "InvalidPullSecret"
+	// ReasonStartupTaintRemoved and ReasonStartupTaintDeadline say that
+	// the node's startup taint was removed, with its images warm or at
+	// the deadline without.
+	ReasonStartupTaintRemoved  = "StartupTaintRemoved"
+	ReasonStartupTaintDeadline = "StartupTaintDeadline"
 )
 
 // Event actions (events.k8s.io wants one on every event).
@@ -47,6 +59,7 @@ const (
 	ActionPull   = "Pull"
 	ActionConfig = "ReadConfig"
 	ActionWarm   = "Warm"
+	ActionTaint  = "RemoveTaint"
 )
 
 // maxEventSubjects bounds how many ImageWarms one image's event goes to.
@@ -62,10 +75,12 @@ const (
 // agentEvent is one event to record on each of its subjects.
 type agentEvent struct {
 	subjects []types.NamespacedName
-	warning  bool
-	reason   string
-	action   string
-	note     string
+	// onNode records it on the Node too, for `kubectl describe node`.
+	onNode  bool
+	warning bool
+	reason  string
+	action  string
+	note    string
 }
 
 func eventPulling(w *wantedImage) agentEvent {
@@ -85,8 +100,33 @@ func eventBackOff(w *wantedImage) agentEvent {
 	return imageEvent(w, false, ReasonBackOff, fmt.Sprintf("Back-off pulling image %q", w.image))
 }
 
-func eventEvicted(w *wantedImage) agentEvent {
-	return imageEvent(w, true, ReasonEvicted, fmt.Sprintf("Image %q is no longer on the node; pulling it again", w.image))
+func eventEvicted(w *wantedImage, times int32, hold time.Duration) agentEvent {
+	if times <= 1 && hold <= 0 {
+		return imageEvent(w, true, ReasonEvicted, fmt.Sprintf("Image %q is no longer on the node; pulling it again", w.image))
+	}
+	return imageEvent(w, true, ReasonEvicted, fmt.Sprintf("Image %q is no longer on the node: %s", w.image, evictedMessage(times, hold)))
+}
+
+// evictedStatus is the short form of evictedMessage, for the NodeWarm's
+// bounded per-image message.
+func evictedStatus(times int32, hold time.Duration) string {
+	return fmt.Sprintf("removed %d time(s) in a row soon after arriving; next pull in %v. The disk is too small for what is asked here "+
+		"(or imageMaximumGCAge collects unused images): add room, or set retention: Pinned", times, hold.Round(time.Second))
+}
+
+// evictedPresentStatus is evictedStatus for an image back on the node.
+func evictedPresentStatus(times int32) string {
+	return fmt.Sprintf("present again, after being removed %d time(s) in a row soon after arriving. The disk is too small for what is asked here "+
+		"(or imageMaximumGCAge collects unused images): add room, or set retention: Pinned", times)
+}
+
+// evictedMessage says why an evicted image waits, and what to do about
+// it.
+func evictedMessage(times int32, hold time.Duration) string {
+	return fmt.Sprintf("removed %d time(s) in a row soon after it arrived (by the kubelet's image garbage collector, or by hand); "+
+		"pulling it again in %v. The image filesystem is too small for what the ImageWarms ask of this node, or the kubelet's "+
+		"imageMaximumGCAge collects images no pod uses: give the images more room, or set spec.retention: Pinned",
+		times, hold.Round(time.Second))
 }
 
 func eventWarmed(nn types.NamespacedName, t warmProgress, now time.Time) agentEvent {
@@ -97,6 +137,19 @@ func eventWarmed(nn types.NamespacedName, t warmProgress, now time.Time) agentEv
 func eventBadSecret(subjects []types.NamespacedName, secret types.NamespacedName, problem string) agentEvent {
 	return agentEvent{subjects: subjects, warning: true, reason: ReasonInvalidPullSecret,
 		action: actionOn(ActionConfig, secret.String()), note: problem}
+}
+
+func eventTaintRemoved(key string) agentEvent {
+	return agentEvent{onNode: true, reason: ReasonStartupTaintRemoved, action: actionOn(ActionTaint, key),
+		note: fmt.Sprintf("Removed taint %s: every ImageWarm holding it is warm", key)}
+}
+
+// eventTaintDeadline is a warning on the Node and on the ImageWarms that
+// were not warm in time.
+func eventTaintDeadline(key string, cold []types.NamespacedName) agentEvent {
+	return agentEvent{subjects: cold[:min(len(cold), maxEventSubjects)], onNode: true, warning: true,
+		reason: ReasonStartupTaintDeadline, action: actionOn(ActionTaint, key),
+		note: fmt.Sprintf("Removed taint %s at its deadline: %s not warm on this node", key, namedWarms(cold))}
 }
 
 // imageEvent is an event about one image, on (some of) the ImageWarms that
@@ -145,6 +198,9 @@ func (a *NodeAgent) record(ctx context.Context, d desiredSet, node *corev1.Node,
 			if iw := d.objects[nn]; iw != nil {
 				a.Recorder.Eventf(iw, related, typ, e.reason, e.action, "%s", msg)
 			}
+		}
+		if e.onNode {
+			a.Recorder.Eventf(related, nil, typ, e.reason, e.action, "%s", msg)
 		}
 		log.FromContext(ctx).V(1).Info("Event", "reason", e.reason, "message", msg)
 	}

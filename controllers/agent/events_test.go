@@ -67,7 +67,7 @@ func wanted(t *testing.T, cp *testbed.ControlPlane, node *corev1.Node, warms ...
 		}
 		items = append(items, cur)
 	}
-	d, _ := desiredImages(node.Labels, items)
+	d, _ := desiredImages("", node.Labels, items)
 	return d
 }
 

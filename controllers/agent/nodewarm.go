@@ -25,6 +25,9 @@ type reportState struct {
 	reported *warmv1.NodeWarmStatus
 	// lastWrite is when it was written.
 	lastWrite time.Time
+	// changedSince is when the status to report first differed from
+	// reported; zero while they are the same.
+	changedSince time.Time
 }
 
 // nodeWarm returns the node's NodeWarm, owned by the Node so it goes with
@@ -99,18 +102,24 @@ func ownedBy(nw *warmv1.NodeWarm, node *corev1.Node) bool {
 func seedState(st warmv1.NodeWarmStatus) agentState {
 	s := agentState{images: make(map[string]imageMemory, len(st.Images))}
 	for _, img := range st.Images {
-		s.images[img.Image] = imageMemory{state: img.State, since: img.LastTransitionTime}
+		m := imageMemory{state: img.State}
+		if img.LastTransitionTime != nil {
+			m.since = *img.LastTransitionTime
+		}
+		s.images[img.Image] = m
 	}
 	return s
 }
 
 // maybeWrite writes status when it differs from what was last written. A
 // settled status (no pull under way) is written at once; progress is
-// written at most every ProgressInterval after the last write ended, so a
-// burst of finished pulls coalesces into one write, and a slow API server
-// gets fewer writes, not a backlog. Every write also takes a token from
-// StatusLimiter. It returns how long to wait before trying a deferred
-// write again.
+// written once it has waited ProgressInterval since the status first
+// changed, so a burst of finished pulls coalesces into one write, a warm
+// shorter than the interval costs one write (its result) rather than two,
+// and a fleet that starts pulling together does not write together (each
+// node's result comes when its own pulls end). Every write also takes a
+// token from StatusLimiter. It returns how long to wait before trying a
+// deferred write again.
 func (a *NodeAgent) maybeWrite(ctx context.Context, nw *warmv1.NodeWarm, status warmv1.NodeWarmStatus) (time.Duration, error) {
 	wait, due := a.writeDue(status, a.Clock.Now())
 	if !due {
@@ -120,13 +129,20 @@ func (a *NodeAgent) maybeWrite(ctx context.Context, nw *warmv1.NodeWarm, status 
 }
 
 // writeDue says whether status is to be written now, or else how long to
-// wait (0: nothing to write).
+// wait (0: nothing to write). It notes when the status first changed.
 func (a *NodeAgent) writeDue(status warmv1.NodeWarmStatus, now time.Time) (time.Duration, bool) {
 	if a.report.reported != nil && sameReport(*a.report.reported, status) {
+		a.report.changedSince = time.Time{}
 		return 0, false
 	}
+	if a.report.changedSince.IsZero() {
+		a.report.changedSince = now
+	}
 	settled := status.Pulling == 0
-	if since := now.Sub(a.report.lastWrite); !settled && since < a.ProgressInterval {
+	// The write that ended last counts too: a slow API server gets
+	// fewer writes, not a backlog.
+	since := now.Sub(latest(a.report.changedSince, a.report.lastWrite))
+	if !settled && since < a.ProgressInterval {
 		nodeWarmWrites.WithLabelValues("deferred").Inc()
 		return a.ProgressInterval - since, false
 	}
@@ -135,6 +151,13 @@ func (a *NodeAgent) writeDue(status warmv1.NodeWarmStatus, now time.Time) (time.
 		return time.Duration(float64(time.Second) / float64(a.StatusLimiter.QPS())), false
 	}
 	return 0, true
+}
+
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 func (a *NodeAgent) write(ctx context.Context, nw *warmv1.NodeWarm, status warmv1.NodeWarmStatus) error {
@@ -149,7 +172,13 @@ func (a *NodeAgent) write(ctx context.Context, nw *warmv1.NodeWarm, status warmv
 		return fmt.Errorf("writing NodeWarm %q status: %w", a.NodeName, err)
 	}
 	nodeWarmWrites.WithLabelValues("ok").Inc()
-	a.report.reported, a.report.lastWrite = status.DeepCopy(), a.Clock.Now()
+	// The answer has every time cut to the second. The next pass builds
+	// on these conditions, and compares with reported: both must be the
+	// status as computed, or the first pass after a condition changed
+	// would find a difference in the nanoseconds and write the same
+	// status again.
+	nw.Status = status
+	a.report.reported, a.report.lastWrite, a.report.changedSince = status.DeepCopy(), a.Clock.Now(), time.Time{}
 	log.FromContext(ctx).V(1).Info("Wrote NodeWarm status", "desired", status.Desired, "present", status.Present,
 		"pulling", status.Pulling, "failed", status.Failed)
 	return nil

@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
-	"github.com/warmer-dev/warmer/internal/truncate"
 	"github.com/warmer-dev/warmer/pkg/pullengine"
 )
 
@@ -47,10 +46,19 @@ type planInput struct {
 	conditions []metav1.Condition
 	// runtimeInfo names the container runtime, for the status.
 	runtimeInfo warmv1.RuntimeInfo
+	// credentialProviders names the credential-provider plugins in use.
+	credentialProviders []string
 	// resync bounds the time to the next pass.
 	resync time.Duration
 	// perImageEvents asks for the kubelet's Pulling and Pulled events.
 	perImageEvents bool
+	// taint is the node's startup taint (startuptaint.go).
+	taint taintInput
+	// pins is the runtime's pinning, as the shell found it.
+	pins pinView
+	// evictionBackOff spaces the pulls of an image the node keeps
+	// removing.
+	evictionBackOff backOffPolicy
 	// state is what the previous pass remembered.
 	state agentState
 }
@@ -79,8 +87,12 @@ type planOutput struct {
 	evictions int
 	// next is when the next pass is due.
 	next time.Duration
+	// pins and unpins are the image names to pin and unpin, in order.
+	pins, unpins []string
 	// state is what the next pass needs to remember.
 	state agentState
+	// removeTaint asks the shell to remove the node's startup taint.
+	removeTaint bool
 }
 
 // pullWish is one image to pull, with the secrets to pull it with.
@@ -126,6 +138,27 @@ type imageMemory struct {
 	// refreshedAt is when the image was last pulled or first seen present,
 	// for pullPolicy Always.
 	refreshedAt time.Time
+	// evictions counts the times in a row the image was removed from the
+	// node soon after it arrived; arrivedAt is when it was last seen
+	// arriving. The next pull after an eviction waits out the back-off
+	// from arrivedAt.
+	evictions int32
+	arrivedAt time.Time
+}
+
+// backOffPolicy is an exponential back-off: initial, doubling up to max.
+// The zero policy never holds anything back.
+type backOffPolicy struct {
+	initial, max time.Duration
+}
+
+// after is the wait after the n-th event in a row (n >= 1).
+func (b backOffPolicy) after(n int32) time.Duration {
+	d := b.initial
+	for i := int32(1); i < n && d < b.max; i++ {
+		d *= 2
+	}
+	return min(d, b.max)
 }
 
 // warmProgress is what was pulled for one ImageWarm since its last Warmed
@@ -169,21 +202,26 @@ func plan(in planInput) planOutput {
 	}
 	p.takeStarted()
 	p.takeResults()
+	p.warmIndex = warmIndex(in.desired.warms)
 	var st warmv1.NodeWarmStatus
 	complete := map[types.NamespacedName]bool{}
+	doneKeys := make(map[string]bool, len(in.desired.images))
 	for nn := range p.out.state.warming {
 		complete[nn] = true
 	}
 	for _, key := range in.desired.sortedKeys() {
 		img, done := p.image(key, in.desired.images[key])
 		st.Images = append(st.Images, img)
+		doneKeys[key] = done
 		for _, nn := range in.desired.images[key].warms {
 			complete[nn] = complete[nn] && done
 		}
 	}
 	p.warmed(complete)
 	p.secretEvents()
+	p.unpins()
 	p.out.status = p.finishStatus(st)
+	p.out.status.Conditions = p.startupTaint(p.out.status.Conditions, p.coldWarms(doneKeys), metav1.NewTime(in.now))
 	p.out.next = max(p.out.next, minPass)
 	return p.out
 }
@@ -192,6 +230,9 @@ func plan(in planInput) planOutput {
 type planner struct {
 	in  planInput
 	out planOutput
+	// warmIndex is each reported ImageWarm's place in status.warms.
+	warmIndex map[types.NamespacedName]int32
+	pinTally  pinTally
 }
 
 // takeStarted notes when each ImageWarm's warming began.
@@ -281,10 +322,37 @@ func (p *planner) image(key string, w *wantedImage) (warmv1.NodeImage, bool) {
 	m := p.out.state.images[key]
 	v := p.view(key, w, m)
 	p.noteSeen(w, &m, v)
+	diskHeld, evictHeld := p.pull(w, m, v)
+	img := p.imageStatus(key, w, m, v, diskHeld)
+	if evictHeld {
+		p.evictionStatus(&img, m)
+	} else if img.State == warmv1.ImagePresent {
+		p.recentEvictions(&img, m)
+	}
+	img.Pinned = p.pinImage(key, w, v)
+	if img.State == warmv1.ImageBackOff && m.state != warmv1.ImageBackOff && !evictHeld { // Evicted said it
+		p.event(eventBackOff(w))
+	}
+	if img.State != m.state || m.since.IsZero() {
+		m.state, m.since = img.State, metav1.NewTime(p.in.now)
+	}
+	img.LastTransitionTime = transitionTime(img.State, m.since)
+	p.out.state.images[key] = m
+	return img, v.present && !v.inFlight && !v.pending
+}
+
+// pull asks for a pull of w when it is missing, in flight or due for a
+// refresh, unless the disk is too full or the image waits out an eviction
+// back-off; it says which of those two held it back.
+func (p *planner) pull(w *wantedImage, m imageMemory, v imageView) (diskHeld, evictHeld bool) {
 	refreshDue := w.refresh > 0 && v.present && p.in.now.Sub(m.refreshedAt) >= w.refresh
-	wanted := !w.suspended && (!v.present || v.inFlight || refreshDue)
-	diskHeld := wanted && !v.inFlight && p.in.disk.Pressure
-	if wanted && !diskHeld {
+	// A pull under way when the node stops being admitted (a new spec
+	// starts a new rollout) goes on: cancelling it would waste what it
+	// fetched.
+	wanted := !w.suspended && (!w.waiting || v.inFlight) && (!v.present || v.inFlight || refreshDue)
+	evictHeld = wanted && !v.present && !v.inFlight && p.evictionHold(m) > 0
+	diskHeld = wanted && !v.inFlight && !evictHeld && p.in.disk.Pressure
+	if wanted && !diskHeld && !evictHeld {
 		p.out.pulls = append(p.out.pulls, pullWish{
 			// A pull that ends between the listing and the shell's Sync
 			// is not started again.
@@ -292,16 +360,7 @@ func (p *planner) image(key string, w *wantedImage) (warmv1.NodeImage, bool) {
 			secrets: w.secrets,
 		})
 	}
-	img := p.imageStatus(key, w, m, v, diskHeld)
-	if img.State == warmv1.ImageBackOff && m.state != warmv1.ImageBackOff {
-		p.event(eventBackOff(w))
-	}
-	if img.State != m.state || m.since.IsZero() {
-		m.state, m.since = img.State, metav1.NewTime(p.in.now)
-	}
-	img.LastTransitionTime = m.since
-	p.out.state.images[key] = m
-	return img, v.present && !v.inFlight && !v.pending
+	return diskHeld, evictHeld
 }
 
 // view works out where one image stands. An image is present when a pull
@@ -335,10 +394,17 @@ func (p *planner) view(key string, w *wantedImage, m imageMemory) imageView {
 func (p *planner) noteSeen(w *wantedImage, m *imageMemory, v imageView) {
 	if m.seen && !v.listed && v.fresh == nil {
 		m.seen, m.refreshedAt = false, time.Time{}
+		m.evictions++
+		if b := p.in.evictionBackOff; m.arrivedAt.IsZero() || p.in.now.Sub(m.arrivedAt) > 2*b.max {
+			m.evictions = 1 // it stayed long enough: the count starts again
+		}
 		p.out.evictions++
-		p.event(eventEvicted(w))
+		p.event(eventEvicted(w, m.evictions, p.evictionHold(*m)))
 	}
 	if v.present {
+		if !m.seen {
+			m.arrivedAt = p.in.now
+		}
 		m.seen = true
 		if m.refreshedAt.IsZero() {
 			m.refreshedAt = p.in.now // first seen present: refreshed now
@@ -348,23 +414,25 @@ func (p *planner) noteSeen(w *wantedImage, m *imageMemory, v imageView) {
 
 // imageStatus is the image's entry in the NodeWarm.
 func (p *planner) imageStatus(key string, w *wantedImage, m imageMemory, v imageView, diskHeld bool) warmv1.NodeImage {
-	img := warmv1.NodeImage{Image: key, RequestedBy: requestedBy(w), Attempts: m.failures}
+	img := warmv1.NodeImage{Image: key, Warms: p.warmIndices(w.warms), Attempts: m.failures}
 	switch {
 	case v.present && v.listed:
-		img.State, img.ImageID, img.Digest, img.SizeBytes = warmv1.ImagePresent, v.listing.ID, digestOnly(v.listing.RepoDigest), int64(v.listing.Size)
+		img.State, img.Digest = warmv1.ImagePresent, digestOnly(v.listing.RepoDigest)
 		img.Attempts = 0
 	case v.present:
-		img.State, img.ImageID, img.Digest, img.SizeBytes = warmv1.ImagePresent, v.fresh.ImageRef, digestOnly(v.fresh.Digest), int64(v.fresh.Size)
+		img.State, img.Digest = warmv1.ImagePresent, digestOnly(v.fresh.Digest)
 		img.Attempts = 0
 	case w.suspended:
 		img.State = warmv1.ImageSkipped
+	case w.waiting && !v.inFlight:
+		img.State, img.Reason, img.Message = warmv1.ImageQueued, ReasonWaitingForRollout, "waiting for the rollout to admit this node"
 	case diskHeld:
-		img.State, img.Reason, img.Message = warmv1.ImageFailed, string(pullengine.ClassDiskPressure), truncate.String(diskMessage(p.in.disk), warmv1.MaxMessageLength)
+		img.State, img.Reason, img.Message = warmv1.ImageFailed, string(pullengine.ClassDiskPressure), statusMessage(diskMessage(p.in.disk))
 		p.soon(diskRetry)
 	case v.inFlight:
 		img.State = engineState(v.eng.State)
 	case v.known && v.eng.State == pullengine.StateBackOff && v.failed != nil:
-		img.State, img.Reason, img.Message = warmv1.ImageBackOff, string(v.failed.Class), truncate.String(v.failed.Message, warmv1.MaxMessageLength)
+		img.State, img.Reason, img.Message = warmv1.ImageBackOff, string(v.failed.Class), statusMessage(v.failed.Message)
 		p.soon(v.eng.RetryAt.Sub(p.in.now))
 		if v.failed.Class == pullengine.ClassUnauthorized && len(w.secrets) > 0 {
 			p.soon(secretRetry)
@@ -373,6 +441,45 @@ func (p *planner) imageStatus(key string, w *wantedImage, m imageMemory, v image
 		img.State = warmv1.ImageQueued // asked for in this pass
 	}
 	return img
+}
+
+// evictionHold is how long the next pull of an evicted image still waits:
+// one pull per back-off window, counted from its last arrival, so a node
+// whose disk cannot hold what is asked does not pull the same image over
+// and over.
+func (p *planner) evictionHold(m imageMemory) time.Duration {
+	if m.evictions == 0 || m.arrivedAt.IsZero() {
+		return 0
+	}
+	return max(m.arrivedAt.Add(p.in.evictionBackOff.after(m.evictions)).Sub(p.in.now), 0)
+}
+
+// evictionStatus reports an evicted image waiting out its back-off.
+func (p *planner) evictionStatus(img *warmv1.NodeImage, m imageMemory) {
+	hold := p.evictionHold(m)
+	img.State, img.Reason = warmv1.ImageBackOff, ReasonEvicted
+	if m.evictions > 1 {
+		img.Reason = ReasonEvictedRepeatedly
+	}
+	img.Message = statusMessage(evictedStatus(m.evictions, hold))
+	p.soon(hold)
+}
+
+// recentEvictions marks a present image the node removed more than once
+// in a row soon after it arrived, until it has stayed long enough for the
+// count to start again. The eviction's own status (Queued, Pulling) is
+// progress, which the NodeWarm may not show before the image is back:
+// this is what leaves the record.
+func (p *planner) recentEvictions(img *warmv1.NodeImage, m imageMemory) {
+	if m.evictions < 2 || m.arrivedAt.IsZero() {
+		return
+	}
+	left := m.arrivedAt.Add(2 * p.in.evictionBackOff.max).Sub(p.in.now)
+	if left <= 0 {
+		return
+	}
+	img.Reason, img.Message = ReasonEvictedRepeatedly, statusMessage(evictedPresentStatus(m.evictions))
+	p.soon(left)
 }
 
 // soon brings the next pass forward to at most d from now.
@@ -430,31 +537,33 @@ func (p *planner) finishStatus(st warmv1.NodeWarmStatus) warmv1.NodeWarmStatus {
 	now := metav1.NewTime(p.in.now)
 	st.Warms = p.in.desired.warms
 	for _, bad := range p.in.desired.invalid {
-		img := warmv1.NodeImage{Image: bad.image, State: warmv1.ImageFailed, Reason: string(pullengine.ClassInvalidImageName),
-			Message: truncate.String(bad.err.Error(), warmv1.MaxMessageLength), LastTransitionTime: now, RequestedBy: []string{bad.warm.String()}}
-		if m, ok := p.in.state.images[invalidKey(bad.image)]; ok && m.state == img.State {
-			img.LastTransitionTime = m.since
+		since := now
+		if m, ok := p.in.state.images[invalidKey(bad.image)]; ok && m.state == warmv1.ImageFailed {
+			since = m.since
 		}
-		p.out.state.images[invalidKey(bad.image)] = imageMemory{state: img.State, since: img.LastTransitionTime}
+		img := warmv1.NodeImage{Image: plainText(bad.image, maxImageLength), State: warmv1.ImageFailed, Reason: string(pullengine.ClassInvalidImageName),
+			Message: statusMessage(bad.err.Error()), LastTransitionTime: &since, Warms: p.warmIndices([]types.NamespacedName{bad.warm})}
+		p.out.state.images[invalidKey(bad.image)] = imageMemory{state: img.State, since: since}
 		st.Images = append(st.Images, img)
 	}
 	sort.Slice(st.Images, func(i, j int) bool { return st.Images[i].Image < st.Images[j].Image })
-	if len(st.Images) > warmv1.MaxNodeImages {
+	count(&st) // every image, before the list is cut
+	wanted := len(st.Images)
+	if wanted > warmv1.MaxNodeImages {
 		st.Images = st.Images[:warmv1.MaxNodeImages]
 	}
-	if len(st.Warms) > maxWarms {
-		st.Warms = st.Warms[:maxWarms]
+	if len(st.Warms) > warmv1.MaxNodeWarms {
+		st.Warms = st.Warms[:warmv1.MaxNodeWarms]
 	}
-	count(&st)
 	st.Runtime = p.in.runtimeInfo
+	st.CredentialProviders = p.in.credentialProviders
 	st.ImageFilesystem = imageFilesystem(p.in.disk)
 	st.Conditions = runtimeCondition(p.in.conditions, metav1.ConditionTrue, "RuntimeAnswering", "The container runtime answers CRI calls", now)
 	st.Conditions = diskCondition(st.Conditions, p.in.disk, now)
+	st.Conditions = p.pinningCondition(st.Conditions, now)
+	st.Conditions = listedCondition(st.Conditions, wanted, now)
 	return st
 }
-
-// maxWarms bounds NodeWarmStatus.Warms, as the API does.
-const maxWarms = 1024
 
 // invalidKey keeps an invalid spec entry's memory apart from every
 // normalised reference.

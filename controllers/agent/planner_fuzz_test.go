@@ -2,9 +2,12 @@ package agent
 
 import (
 	"fmt"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
@@ -30,7 +33,7 @@ var fuzzImages = []string{imgA, imgB, "registry.test/team/c:v1", "registry.test/
 // fuzzInput builds a pass's input: three ImageWarms over four images, and
 // for each image a runtime listing, an engine state, results and memory
 // chosen by the data.
-func fuzzInput(data []byte) planInput {
+func fuzzInput(data []byte, msg string) planInput {
 	b := planBytes(data)
 	var warms []warmv1.ImageWarm
 	for i := range 3 {
@@ -52,18 +55,30 @@ func fuzzInput(data []byte) planInput {
 	in.state = agentState{images: map[string]imageMemory{}, warming: map[types.NamespacedName]warmProgress{}}
 	runtime := runtimeImages{}
 	for _, img := range fuzzImages {
-		fuzzImage(&b, &in, runtime, img)
+		fuzzImage(&b, &in, runtime, img, msg)
 	}
 	in.runtime = runtime
+	fuzzTaint(&b, &in, warms)
 	return in
 }
 
+// fuzzTaint puts the startup taint on the node or not, lets some active
+// ImageWarms hold it, and sets its deadline before, at or after the pass.
+func fuzzTaint(b *planBytes, in *planInput, warms []warmv1.ImageWarm) {
+	for _, iw := range warms {
+		if b.next(2) == 1 && !iw.Spec.Suspend {
+			in.desired.holdTaint[types.NamespacedName{Namespace: iw.Namespace, Name: iw.Name}] = true
+		}
+	}
+	in.taint = taintInput{key: DefaultStartupTaintKey, onNode: b.next(3) != 0, deadline: t0.Add(time.Duration(b.next(3)-1) * time.Minute)}
+}
+
 // fuzzImage fills in one image's part of the input.
-func fuzzImage(b *planBytes, in *planInput, runtime runtimeImages, img string) {
+func fuzzImage(b *planBytes, in *planInput, runtime runtimeImages, img, msg string) {
 	ref, _ := pullengine.ParseReference(img)
 	key := ref.String()
 	if b.next(2) == 1 {
-		runtime[key] = pullengine.PresentImage{ID: "sha256:id", Size: 1}
+		runtime[key] = pullengine.PresentImage{ID: "sha256:id", Size: 1, RepoDigest: []string{"", key + "@" + testDigest, key + "@" + msg}[b.next(3)]}
 	}
 	at := t0.Add(time.Duration(b.next(5)-2) * time.Second)
 	var last *pullengine.Result
@@ -73,6 +88,7 @@ func fuzzImage(b *planBytes, in *planInput, runtime runtimeImages, img string) {
 		last = &r
 	case 2:
 		r := failedPull(key, pullengine.ClassNotFound, at)
+		r.Message = msg
 		last = &r
 	}
 	states := []pullengine.State{"", pullengine.StateQueued, pullengine.StatePulling, pullengine.StateBackOff, pullengine.StatePulled}
@@ -95,14 +111,16 @@ func fuzzImage(b *planBytes, in *planInput, runtime runtimeImages, img string) {
 // wanted, active images, Warmed goes only to ImageWarms whose images are
 // all present, and the next pass is within bounds.
 func FuzzPlan(f *testing.F) {
-	f.Add([]byte{1, 1, 1, 1, 0, 1, 0, 1, 1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
-	f.Add([]byte{255, 0, 255, 0, 17, 42, 3, 3, 3, 3, 1, 1, 1, 2, 2, 2})
-	f.Fuzz(func(t *testing.T, data []byte) {
-		in := fuzzInput(data)
+	f.Add([]byte{1, 1, 1, 1, 0, 1, 0, 1, 1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, "registry said no")
+	f.Add([]byte{255, 0, 255, 0, 17, 42, 3, 3, 3, 3, 1, 1, 1, 2, 2, 2}, "failed to pull \"a\": <html>&amp;\n\x00é"+strings.Repeat("x", 300))
+	f.Fuzz(func(t *testing.T, data []byte, msg string) {
+		in := fuzzInput(data, msg)
 		out := plan(in)
 		checkPulls(t, in, out)
 		checkPresence(t, in, out)
 		checkWarmed(t, in, out)
+		checkTaint(t, in, out)
+		checkEntries(t, in, out)
 		if out.next < minPass || out.next > in.resync {
 			t.Errorf("next pass in %v, want within [%v, %v]", out.next, minPass, in.resync)
 		}
@@ -154,6 +172,37 @@ func checkPresence(t *testing.T, in planInput, out planOutput) {
 	}
 }
 
+// checkEntries: every entry is one the API takes (plain text within its
+// bounds, a valid digest or none), has a transition time unless present,
+// and names, by index into status.warms, the ImageWarms that want it.
+func checkEntries(t *testing.T, in planInput, out planOutput) {
+	for _, img := range out.status.Images {
+		if !plainPattern.MatchString(img.Image) || !plainPattern.MatchString(img.Message) || len(img.Image) > maxImageLength ||
+			len(img.Message) > warmv1.MaxNodeMessageLength || (img.Digest != "" && !validDigest.MatchString(img.Digest)) {
+			t.Errorf("entry out of the schema: %+v", img)
+		}
+		if (img.LastTransitionTime == nil) != (img.State == warmv1.ImagePresent) {
+			t.Errorf("%s is %s with transition time %v", img.Image, img.State, img.LastTransitionTime)
+		}
+		w := in.desired.images[img.Image]
+		if w == nil {
+			continue // an invalid spec entry
+		}
+		by := out.status.RequestedBy(&img)
+		if len(by) != min(len(w.warms), warmv1.MaxRequestedBy) || len(by) != len(img.Warms) {
+			t.Errorf("%s requested by %v, wanted by %v", img.Image, by, w.warms)
+		}
+		for i, r := range by {
+			if r.Namespace != w.warms[i].Namespace || r.Name != w.warms[i].Name {
+				t.Errorf("%s requested by %v, wanted by %v", img.Image, by, w.warms)
+			}
+		}
+	}
+}
+
+// plainPattern is the NodeImage message and image fields' pattern.
+var plainPattern = regexp.MustCompile(`^[ !#-%'-;=?-\[\]-~]*$`)
+
 func later(a, b time.Time) time.Time {
 	if b.After(a) {
 		return b
@@ -175,6 +224,32 @@ func checkWarmed(t *testing.T, in planInput, out planOutput) {
 				if nn == e.subjects[0] && state[key] != warmv1.ImagePresent {
 					t.Errorf("Warmed on %s while %s is %s", nn, key, state[key])
 				}
+			}
+		}
+	}
+}
+
+// checkTaint: the taint is removed only from a node that has it, and
+// before the deadline only when every image of every ImageWarm holding it
+// is present; a node that keeps it is reported Waiting.
+func checkTaint(t *testing.T, in planInput, out planOutput) {
+	c := meta.FindStatusCondition(out.status.Conditions, ConditionStartupTaint)
+	switch {
+	case out.removeTaint && !in.taint.onNode:
+		t.Error("removing a taint the node does not have")
+	case !out.removeTaint && in.taint.onNode && (c == nil || c.Reason != TaintWaiting):
+		t.Errorf("tainted node kept with condition %+v, want Waiting", c)
+	case !in.taint.onNode && c != nil:
+		t.Errorf("untainted node with no history has condition %+v", c)
+	}
+	if !out.removeTaint || !in.now.Before(in.taint.deadline) {
+		return
+	}
+	for _, img := range out.status.Images {
+		for _, w := range out.status.RequestedBy(&img) {
+			by := types.NamespacedName{Namespace: w.Namespace, Name: w.Name}
+			if in.desired.holdTaint[by] && img.State != warmv1.ImagePresent {
+				t.Errorf("taint removed before the deadline while %s of %s is %s", img.Image, by, img.State)
 			}
 		}
 	}

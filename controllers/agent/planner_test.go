@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/pkg/pullengine"
@@ -31,10 +33,13 @@ func (r runtimeImages) Lookup(ref pullengine.Reference) (pullengine.PresentImage
 	return pi, ok
 }
 
+// testDigest is the repository digest of every image in these tests.
+var testDigest = "sha256:" + strings.Repeat("d", 64)
+
 func listed(keys ...string) runtimeImages {
 	r := runtimeImages{}
 	for _, k := range keys {
-		r[k] = pullengine.PresentImage{ID: "sha256:id-" + k, RepoDigest: k + "@sha256:d", Size: 1 << 20}
+		r[k] = pullengine.PresentImage{ID: "sha256:id-" + k, RepoDigest: k + "@" + testDigest, Size: 1 << 20}
 	}
 	return r
 }
@@ -42,7 +47,7 @@ func listed(keys ...string) runtimeImages {
 // input makes a pass's input for a node wanting the ImageWarms' images,
 // with the pass at t0 and the runtime listed just before.
 func input(warms ...warmv1.ImageWarm) planInput {
-	d, _ := desiredImages(nil, warms)
+	d, _ := desiredImages("", nil, warms)
 	return planInput{
 		now: t0, listedAt: t0.Add(-time.Millisecond), desired: d, runtime: runtimeImages{},
 		engine: map[string]pullengine.Status{}, resync: time.Minute,
@@ -89,12 +94,30 @@ func TestPlan(t *testing.T) {
 	private := warm("ns", "private", nil, imgA)
 	private.Spec.ImagePullSecrets = []warmv1.SecretReference{{Name: "regcred"}}
 	regcred := types.NamespacedName{Namespace: "ns", Name: "regcred"}
+	waiting := inRollout(warm("ns", "waiting", nil, imgA, imgB), 0)
+	admitted := inRollout(warm("ns", "admitted", nil, imgA), warmv1.AdmitAll)
+	stale := inRollout(warm("ns", "stale", nil, imgA), warmv1.AdmitAll)
+	stale.Generation = 2 // the controller has not caught up
 
 	cases := []planCase{{
 		name:  "missing: pulled, queued",
 		in:    func() planInput { return input(one) },
 		pulls: []string{imgA},
 		state: map[string]warmv1.ImageState{imgA: warmv1.ImageQueued},
+	}, {
+		name: "credential providers: named in the status, by name only",
+		in: func() planInput {
+			in := input(one)
+			in.runtime = listed(imgA)
+			in.credentialProviders = []string{"ecr-fake", "acr-fake"}
+			return in
+		},
+		state: map[string]warmv1.ImageState{imgA: warmv1.ImagePresent},
+		check: func(t *testing.T, out planOutput) {
+			if !slices.Equal(out.status.CredentialProviders, []string{"ecr-fake", "acr-fake"}) {
+				t.Errorf("credentialProviders = %v; want [ecr-fake acr-fake] in the configuration's order", out.status.CredentialProviders)
+			}
+		},
 	}, {
 		name: "present: left alone, and remembered as seen",
 		in: func() planInput {
@@ -233,13 +256,14 @@ func TestPlan(t *testing.T) {
 		in: func() planInput {
 			in := input(one)
 			res := pulled(imgA, t0)
+			res.Digest = imgA + "@" + testDigest
 			in.engine[imgA] = pullengine.Status{Image: imgA, Ref: imgA, State: pullengine.StatePulled, Last: &res}
 			return in
 		},
 		state: map[string]warmv1.ImageState{imgA: warmv1.ImagePresent},
 		check: func(t *testing.T, out planOutput) {
-			if img := out.status.Images[0]; img.ImageID != "sha256:id-"+imgA {
-				t.Errorf("image ID %q: want the pull's", img.ImageID)
+			if img := out.status.Images[0]; img.Digest != testDigest || img.LastTransitionTime != nil {
+				t.Errorf("entry %+v: want the pull's digest, and no transition time", img)
 			}
 		},
 	}, {
@@ -308,6 +332,45 @@ func TestPlan(t *testing.T) {
 			}
 		},
 	}, {
+		name:  "rollout: not admitted yet, not pulled, queued with WaitingForRollout",
+		in:    func() planInput { return input(waiting) },
+		state: map[string]warmv1.ImageState{imgA: warmv1.ImageQueued, imgB: warmv1.ImageQueued},
+		check: reasonOf(imgA, ReasonWaitingForRollout),
+	}, {
+		name:  "rollout: admitted, pulled",
+		in:    func() planInput { return input(admitted) },
+		pulls: []string{imgA},
+		state: map[string]warmv1.ImageState{imgA: warmv1.ImageQueued},
+		check: reasonOf(imgA, ""),
+	}, {
+		name:  "rollout: a bound for an older spec does not admit",
+		in:    func() planInput { return input(stale) },
+		state: map[string]warmv1.ImageState{imgA: warmv1.ImageQueued},
+		check: reasonOf(imgA, ReasonWaitingForRollout),
+	}, {
+		name:  "rollout: one ImageWarm that admits the node is enough; the other image waits",
+		in:    func() planInput { return input(waiting, admitted) },
+		pulls: []string{imgA},
+		state: map[string]warmv1.ImageState{imgA: warmv1.ImageQueued, imgB: warmv1.ImageQueued},
+		check: reasonOf(imgB, ReasonWaitingForRollout),
+	}, {
+		name: "rollout: a present image stays present while the node waits",
+		in: func() planInput {
+			in := input(waiting)
+			in.runtime = listed(imgA)
+			return in
+		},
+		state: map[string]warmv1.ImageState{imgA: warmv1.ImagePresent, imgB: warmv1.ImageQueued},
+	}, {
+		name: "rollout: a pull under way when a new rollout starts goes on",
+		in: func() planInput {
+			in := input(waiting)
+			in.engine[imgA] = pullengine.Status{Image: imgA, Ref: imgA, State: pullengine.StatePulling}
+			return in
+		},
+		pulls: []string{imgA},
+		state: map[string]warmv1.ImageState{imgA: warmv1.ImagePulling, imgB: warmv1.ImageQueued},
+	}, {
 		name:  "suspended: skipped, not pulled",
 		in:    func() planInput { return input(paused) },
 		state: map[string]warmv1.ImageState{imgA: warmv1.ImageSkipped},
@@ -323,11 +386,7 @@ func TestPlan(t *testing.T) {
 		},
 		pulls: []string{imgA},
 		state: map[string]warmv1.ImageState{imgA: warmv1.ImageBackOff},
-		check: func(t *testing.T, out planOutput) {
-			if out.next != secretRetry {
-				t.Errorf("next pass in %v, want %v", out.next, secretRetry)
-			}
-		},
+		check: nextPassIn(secretRetry),
 	}}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -430,8 +489,8 @@ func TestPlanTransitionTimes(t *testing.T) {
 	}
 	in.state, in.now, in.runtime = second.state, t0.Add(2*time.Minute), listed(imgA)
 	third := plan(in)
-	if got := third.status.Images[0].LastTransitionTime.Time; !got.Equal(t0.Add(2 * time.Minute)) {
-		t.Errorf("Present since %v, want %v", got, t0.Add(2*time.Minute))
+	if got := third.state.images[imgA].since.Time; !got.Equal(t0.Add(2*time.Minute)) || third.status.Images[0].LastTransitionTime != nil {
+		t.Errorf("Present since %v, reported %v; want %v, not reported", got, third.status.Images[0].LastTransitionTime, t0.Add(2*time.Minute))
 	}
 }
 
@@ -468,5 +527,70 @@ func TestPlanSiblingPull(t *testing.T) {
 	}
 	if out.pulls != nil {
 		t.Errorf("pulls %v, want none", out.pulls)
+	}
+}
+
+// nextPassIn checks that the plan asks for its next pass in d.
+func nextPassIn(d time.Duration) func(*testing.T, planOutput) {
+	return func(t *testing.T, out planOutput) {
+		t.Helper()
+		if out.next != d {
+			t.Errorf("next pass in %v, want %v", out.next, d)
+		}
+	}
+}
+
+// TestPlanTooManyImages asks a node for more images than a NodeWarm
+// lists: the list is cut, the counts cover every image, and a condition
+// says so; back under the limit, the condition goes.
+func TestPlanTooManyImages(t *testing.T) {
+	var warms []warmv1.ImageWarm
+	var all []string
+	for w := range 6 {
+		var imgs []string
+		for i := range 100 {
+			imgs = append(imgs, fmt.Sprintf("registry.test/w%d/i%03d:v1", w, i))
+		}
+		all = append(all, imgs...)
+		warms = append(warms, warm("ns", fmt.Sprintf("w%d", w), nil, imgs...))
+	}
+	in := input(warms...)
+	in.runtime = listed(all...)
+	out := plan(in)
+	st := out.status
+	if len(st.Images) != warmv1.MaxNodeImages || st.Desired != 600 || st.Present != 600 {
+		t.Fatalf("%d listed, desired %d, present %d; want %d listed, 600 desired and present", len(st.Images), st.Desired, st.Present, warmv1.MaxNodeImages)
+	}
+	c := meta.FindStatusCondition(st.Conditions, warmv1.ConditionImagesListed)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != warmv1.ReasonTooManyImages || !strings.Contains(c.Message, "600 images") {
+		t.Fatalf("condition %+v, want ImagesListed False TooManyImages counting 600", c)
+	}
+
+	in = input(warms[:5]...)
+	in.runtime, in.state, in.conditions = listed(all...), out.state, st.Conditions
+	st = plan(in).status
+	if len(st.Images) != 500 || meta.FindStatusCondition(st.Conditions, warmv1.ConditionImagesListed) != nil {
+		t.Fatalf("%d listed with conditions %+v; want 500 and no ImagesListed", len(st.Images), st.Conditions)
+	}
+}
+
+// inRollout gives iw a rollout of one node at a time whose bound, for
+// iw's generation, is below: 0 admits no node, AdmitAll every node.
+func inRollout(iw warmv1.ImageWarm, below int64) warmv1.ImageWarm {
+	one := intstr.FromInt32(1)
+	iw.Spec.Rollout = &warmv1.Rollout{MaxPulling: &one}
+	iw.Status.Rollout = &warmv1.RolloutStatus{Generation: iw.Generation, AdmittedBelow: below}
+	return iw
+}
+
+// reasonOf checks the reason an image is reported with.
+func reasonOf(image, reason string) func(*testing.T, planOutput) {
+	return func(t *testing.T, out planOutput) {
+		t.Helper()
+		for _, img := range out.status.Images {
+			if img.Image == image && img.Reason != reason {
+				t.Errorf("%s: reason %q, want %q", image, img.Reason, reason)
+			}
+		}
 	}
 }

@@ -60,6 +60,16 @@ func TestReportsStayTrue(t *testing.T) {
 		}
 		// The agent's resync is 3 s here; before, the agent never noticed.
 		testbed.Eventually(t, 10*time.Second, "the NodeWarm back, with both images", present)
+		// Written at once with everything settled, it is not written again:
+		// the server's copy of a status has its times cut to the second,
+		// and the next pass, comparing it with the agent's own, wrote the
+		// same status once more.
+		n := f.Nodes[trueNode]
+		before := n.Metric(t, "warmer_nodewarm_writes_total", `result="ok"`)
+		time.Sleep(4 * testbed.DefaultAgent.Resync)
+		if after := n.Metric(t, "warmer_nodewarm_writes_total", `result="ok"`); after != before {
+			t.Errorf("%v NodeWarm writes with nothing changed", after-before)
+		}
 	})
 
 	t.Run("a replaced Node becomes the NodeWarm's owner", func(t *testing.T) { replaceNode(t, whole, f) })

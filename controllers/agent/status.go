@@ -2,10 +2,12 @@ package agent
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/pkg/pullengine"
@@ -37,13 +39,37 @@ func engineState(s pullengine.State) warmv1.ImageState {
 	}
 }
 
-func requestedBy(w *wantedImage) []string {
-	n := min(len(w.warms), warmv1.MaxRequestedBy)
-	out := make([]string, n)
-	for i := range out {
-		out[i] = w.warms[i].String()
+// warmIndex maps each ImageWarm the status lists to its place in
+// status.warms, which images refer to by index.
+func warmIndex(warms []warmv1.WarmRef) map[types.NamespacedName]int32 {
+	n := min(len(warms), warmv1.MaxNodeWarms)
+	idx := make(map[types.NamespacedName]int32, n)
+	for i, w := range warms[:n] {
+		idx[types.NamespacedName{Namespace: w.Namespace, Name: w.Name}] = int32(i)
+	}
+	return idx
+}
+
+// warmIndices lists where the ImageWarms that want an image stand in
+// status.warms, at most MaxRequestedBy of them: a few bytes an image,
+// where their names took tens.
+func (p *planner) warmIndices(warms []types.NamespacedName) []int32 {
+	out := make([]int32, 0, min(len(warms), warmv1.MaxRequestedBy))
+	for _, nn := range warms {
+		if i, ok := p.warmIndex[nn]; ok && len(out) < warmv1.MaxRequestedBy {
+			out = append(out, i)
+		}
 	}
 	return out
+}
+
+// transitionTime is the lastTransitionTime an image reports: none once it
+// is present, which is most images most of the time.
+func transitionTime(state warmv1.ImageState, since metav1.Time) *metav1.Time {
+	if state == warmv1.ImagePresent || since.IsZero() {
+		return nil
+	}
+	return &since
 }
 
 // count fills in the summary counts.
@@ -61,12 +87,82 @@ func count(st *warmv1.NodeWarmStatus) {
 	}
 }
 
-// digestOnly keeps "sha256:..." of "name@sha256:...".
+// digestOnly keeps "sha256:..." of "name@sha256:...", or nothing when the
+// runtime's digest is not one the API takes: a report the API server
+// refuses would hold back every image's.
 func digestOnly(repoDigest string) string {
 	if i := strings.LastIndexByte(repoDigest, '@'); i >= 0 {
-		return repoDigest[i+1:]
+		repoDigest = repoDigest[i+1:]
+	}
+	if !validDigest.MatchString(repoDigest) {
+		return ""
 	}
 	return repoDigest
+}
+
+// validDigest is the NodeImage digest field's pattern.
+var validDigest = regexp.MustCompile(`^(sha256:[a-f0-9]{64}|sha384:[a-f0-9]{96}|sha512:[a-f0-9]{128})$`)
+
+// maxImageLength is the NodeImage image field's bound.
+const maxImageLength = 544
+
+// statusMessage is a runtime message as an image's entry keeps it: plain
+// text of at most MaxNodeMessageLength bytes.
+func statusMessage(s string) string {
+	return plainText(s, warmv1.MaxNodeMessageLength)
+}
+
+// plainText maps s onto the characters the API keeps in a NodeWarm's
+// image entries, printable ASCII that JSON writes as one byte each, and
+// cuts it to n bytes. Quotes become apostrophes, the rest of what JSON
+// escapes a look-alike, other characters (line breaks, non-ASCII) a space
+// or '?'. That keeps what a report can take as stored a function of its
+// lengths (limits.go).
+//
+// A long message loses its middle, marked " ... ", not its end: runtime
+// errors wrap their cause last ("failed to pull ... : failed to resolve
+// ...: not found") and repeat the reference on the way, so the head says
+// what failed and the tail why.
+func plainText(s string, n int) string {
+	if len(s) > 4*n {
+		// More than n characters whatever they are: only the ends show,
+		// and each end holds enough characters for its half.
+		s = s[:2*n] + s[len(s)-2*n:]
+	}
+	b := make([]byte, 0, len(s))
+	for _, r := range s {
+		b = append(b, plainByte(r))
+	}
+	const mark = " ... "
+	if len(b) <= n {
+		return string(b)
+	}
+	if n < 2*len(mark) {
+		return string(b[:n])
+	}
+	head := (n - len(mark)) / 2
+	tail := n - len(mark) - head
+	return string(b[:head]) + mark + string(b[len(b)-tail:])
+}
+
+func plainByte(r rune) byte {
+	switch {
+	case r == '"':
+		return '\''
+	case r == '\\':
+		return '/'
+	case r == '<':
+		return '('
+	case r == '>':
+		return ')'
+	case r == '&':
+		return '+'
+	case r == '\t' || r == '\n' || r == '\r':
+		return ' '
+	case r < ' ' || r > '~':
+		return '?'
+	}
+	return byte(r)
 }
 
 func imageFilesystem(u pullengine.DiskUsage) *warmv1.ImageFilesystem {
@@ -100,6 +196,20 @@ func diskCondition(conds []metav1.Condition, u pullengine.DiskUsage, now metav1.
 		c.Message = fmt.Sprintf("Image filesystem %s is %d%% full, pull threshold %d%%", u.Mountpoint, u.Percent, u.ThresholdPercent)
 	}
 	return setCondition(conds, c, now)
+}
+
+// listedCondition returns conds with ImagesListed set while the node wants
+// more images than a NodeWarm lists, and without it otherwise.
+func listedCondition(conds []metav1.Condition, wanted int, now metav1.Time) []metav1.Condition {
+	if wanted <= warmv1.MaxNodeImages {
+		out := append([]metav1.Condition(nil), conds...)
+		meta.RemoveStatusCondition(&out, warmv1.ConditionImagesListed)
+		return out
+	}
+	return setCondition(conds, metav1.Condition{Type: warmv1.ConditionImagesListed, Status: metav1.ConditionFalse,
+		Reason: warmv1.ReasonTooManyImages, Message: fmt.Sprintf("%d images are wanted on this node, more than the %d a NodeWarm lists: "+
+			"the first %d by name are listed, the counts cover all. ImageWarms count the images left out as failed here: "+
+			"ask fewer images of this node", wanted, warmv1.MaxNodeImages, warmv1.MaxNodeImages)}, now)
 }
 
 // diskMessage says why an image waits for space.

@@ -1,6 +1,7 @@
 package pullengine
 
 import (
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -12,27 +13,43 @@ import (
 const (
 	DefaultBackOffInitial = 10 * time.Second
 	DefaultBackOffMax     = 300 * time.Second
+	// DefaultBackOffJitter is the agent's default share of each wait drawn
+	// at random. At the 300 s cap it spreads one image's retries across a
+	// fleet over a minute, while no node waits longer than the kubelet would.
+	DefaultBackOffJitter = 0.2
+	// MaxBackOffJitter bounds the share: beyond it a failing image would be
+	// retried much more often than the kubelet's schedule.
+	MaxBackOffJitter = 0.5
 )
 
 // backoff holds per-image exponential back-off on client-go's
 // flowcontrol.Backoff. Keys combine the normalised reference and a hash of
 // the credentials tried, so a changed secret starts from a fresh key and
 // retries at once, while an unchanged one keeps waiting.
+//
+// Each wait is the kubelet's, shortened by a random share of at most
+// jitter: nodes that failed together (a registry outage) drift apart and
+// do not come back in one burst, and no node waits longer than the kubelet
+// would. flowcontrol's own jitter lengthens waits and vanishes at the cap,
+// where a fleet's retries line up; so the doubling is flowcontrol's, the
+// spread ours.
 type backoff struct {
-	b     *flowcontrol.Backoff
-	clock clock.PassiveClock
+	b      *flowcontrol.Backoff
+	clock  clock.PassiveClock
+	jitter float64
+	rand   func() float64
 
 	mu sync.Mutex
-	// since records when each key's back-off was last extended:
-	// flowcontrol.Backoff keeps it too, but does not expose it, and the
-	// agent wants the retry time for its status and requeue.
-	since map[string]time.Time
+	// until records when each key's back-off ends: flowcontrol.Backoff
+	// knows the unspread wait only, and the agent wants the retry time for
+	// its status and requeue.
+	until map[string]time.Time
 }
 
-func newBackoff(initial, maxDelay time.Duration, c clock.Clock) *backoff {
+func newBackoff(initial, maxDelay time.Duration, jitter float64, c clock.Clock) *backoff {
 	b := flowcontrol.NewBackOff(initial, maxDelay)
 	b.Clock = c
-	return &backoff{b: b, clock: c, since: map[string]time.Time{}}
+	return &backoff{b: b, clock: c, jitter: min(max(jitter, 0), MaxBackOffJitter), rand: rand.Float64, until: map[string]time.Time{}}
 }
 
 // backoffKey is the back-off key of ref pulled with creds.
@@ -45,29 +62,33 @@ func backoffKey(ref string, creds []Credential) string {
 func (b *backoff) failed(key string) time.Time {
 	now := b.clock.Now()
 	b.b.Next(key, now)
+	wait := b.b.Get(key)
+	if b.jitter > 0 {
+		wait -= time.Duration(b.jitter * b.rand() * float64(wait))
+	}
+	until := now.Add(wait)
 	b.mu.Lock()
-	b.since[key] = now
+	b.until[key] = until
 	b.mu.Unlock()
-	return now.Add(b.b.Get(key))
+	return until
 }
 
 // retryAt reports whether key is backing off, and until when.
 func (b *backoff) retryAt(key string) (time.Time, bool) {
-	now := b.clock.Now()
-	if !b.b.IsInBackOffSinceUpdate(key, now) {
+	b.mu.Lock()
+	until, ok := b.until[key]
+	b.mu.Unlock()
+	if !ok || !b.clock.Now().Before(until) {
 		return time.Time{}, false
 	}
-	b.mu.Lock()
-	since := b.since[key]
-	b.mu.Unlock()
-	return since.Add(b.b.Get(key)), true
+	return until, true
 }
 
 // reset forgets key's back-off after a success.
 func (b *backoff) reset(key string) {
 	b.b.Reset(key)
 	b.mu.Lock()
-	delete(b.since, key)
+	delete(b.until, key)
 	b.mu.Unlock()
 }
 
@@ -77,9 +98,9 @@ func (b *backoff) gc() {
 	b.b.GC()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for k := range b.since {
+	for k := range b.until {
 		if b.b.Get(k) == 0 {
-			delete(b.since, k)
+			delete(b.until, k)
 		}
 	}
 }

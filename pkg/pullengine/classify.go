@@ -45,6 +45,11 @@ const (
 	// ClassDiskPressure: the image filesystem is too full to start a pull,
 	// or the runtime ran out of space.
 	ClassDiskPressure Class = "DiskPressure"
+	// ClassCredentialProviderFailed: a credential-provider plugin that
+	// matches the image failed (it exited non-zero, timed out, or answered
+	// with something that is not a CredentialProviderResponse) and the
+	// registry then refused the pull without its credentials.
+	ClassCredentialProviderFailed Class = "CredentialProviderFailed"
 	// ClassErrImagePull: any other failure.
 	ClassErrImagePull Class = "ErrImagePull"
 	// ClassCanceled: the pull was no longer wanted. Not a failure of the

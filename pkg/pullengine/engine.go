@@ -23,6 +23,7 @@ type Engine struct {
 	guard    *diskGuard
 	clock    clock.WithDelayedExecution
 	listener Listener
+	provider CredentialProvider
 	timeout  time.Duration
 	metrics  *metrics
 
@@ -46,9 +47,10 @@ func New(svc ImageService, opts Options) *Engine {
 	e := &Engine{
 		svc:      Throttle(svc, opts.RegistryQPS, opts.RegistryBurst, opts.Clock),
 		puller:   NewPuller(opts.SerializePulls, opts.MaxParallelPulls),
-		backoff:  newBackoff(opts.BackOffInitial, opts.BackOffMax, opts.Clock),
+		backoff:  newBackoff(opts.BackOffInitial, opts.BackOffMax, opts.BackOffJitter, opts.Clock),
 		clock:    opts.Clock,
 		listener: opts.Listener,
+		provider: opts.Credentials,
 		timeout:  opts.PullTimeout,
 		metrics:  newMetrics(opts.Registerer),
 		jobs:     map[string]*job{},

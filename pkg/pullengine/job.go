@@ -87,10 +87,16 @@ func (e *Engine) run(ctx context.Context, j *job, siblings []string) {
 // pulled image.
 func (e *Engine) pull(ctx context.Context, j *job) Result {
 	res := Result{Image: j.ref.Original(), Ref: j.ref.String()}
-	imageRef, attempts, err := e.pullWithCredentials(ctx, j)
+	creds, provErr := e.candidates(ctx, j)
+	imageRef, attempts, err := e.pullWithCredentials(ctx, j, creds)
 	res.Attempts = attempts
 	if err != nil {
-		res.Class, res.Message, res.Err = e.failure(ctx, j, err)
+		res.Class, res.Message, res.Err = e.failure(ctx, j, creds, err)
+		if provErr != nil && res.Class == ClassUnauthorized {
+			// The refusal most likely comes from the plugin's missing
+			// answer: say so first. Its error holds no credential.
+			res.Class, res.Message = ClassCredentialProviderFailed, provErr.Error()+"; then: "+res.Message
+		}
 		return res
 	}
 	res.ImageRef = imageRef
@@ -100,19 +106,43 @@ func (e *Engine) pull(ctx context.Context, j *job) Result {
 	return res
 }
 
-// pullWithCredentials tries the candidates most specific first, moving on
-// only when the registry refused one; with none, it pulls anonymously.
-func (e *Engine) pullWithCredentials(ctx context.Context, j *job) (string, int, error) {
+// candidates are the pull secrets' logins, then the credential
+// providers', as the kubelet orders them. A provider's failure is logged
+// and returned; the pull goes on with what there is, as the kubelet's does.
+func (e *Engine) candidates(ctx context.Context, j *job) ([]Credential, error) {
+	if e.provider == nil {
+		return j.creds, nil
+	}
+	provided, err := e.provider.Credentials(ctx, j.ref)
+	if err != nil {
+		e.logger().Info("Credential provider failed; pulling without its credentials", "image", j.ref.Original(), "error", err.Error())
+	}
+	if len(provided) == 0 {
+		return j.creds, err
+	}
+	out := make([]Credential, 0, len(j.creds)+len(provided))
+	out = append(out, j.creds...)
+	for _, c := range provided {
+		if !hasLogin(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out, err
+}
+
+// pullWithCredentials tries the candidates in order, moving on only when
+// the registry refused one; with none, it pulls anonymously.
+func (e *Engine) pullWithCredentials(ctx context.Context, j *job, creds []Credential) (string, int, error) {
 	logger := e.logger().WithValues("image", j.ref.Original(), "ref", j.ref.String())
-	if len(j.creds) == 0 {
+	if len(creds) == 0 {
 		logger.V(1).Info("Pulling image", "credentials", "anonymous")
 		ref, err := e.svc.PullImage(ctx, j.ref.String(), nil)
 		return ref, 1, err
 	}
 	var err error
-	for i, c := range j.creds {
-		// The registry key says which secret entry is used; it is not secret.
-		logger.V(1).Info("Pulling image", "credentials", redactUserinfo(c.Registry), "candidate", i+1, "of", len(j.creds))
+	for i, c := range creds {
+		// The registry key says which entry is used; it is not secret.
+		logger.V(1).Info("Pulling image", "credentials", redactUserinfo(c.Registry), "candidate", i+1, "of", len(creds))
 		var ref string
 		if ref, err = e.svc.PullImage(ctx, j.ref.String(), c.authConfig()); err == nil {
 			return ref, i + 1, nil
@@ -121,12 +151,12 @@ func (e *Engine) pullWithCredentials(ctx context.Context, j *job) (string, int, 
 			return "", i + 1, err
 		}
 	}
-	return "", len(j.creds), err
+	return "", len(creds), err
 }
 
 // failure classifies a failed pull; a context ended by the engine speaks
 // louder than the runtime's error.
-func (e *Engine) failure(ctx context.Context, j *job, err error) (Class, string, error) {
+func (e *Engine) failure(ctx context.Context, j *job, creds []Credential, err error) (Class, string, error) {
 	if ctx.Err() != nil {
 		switch cause := context.Cause(ctx); {
 		case errors.Is(cause, errTimedOut):
@@ -137,7 +167,7 @@ func (e *Engine) failure(ctx context.Context, j *job, err error) (Class, string,
 			return ClassCanceled, "pull cancelled: agent stopping", err
 		}
 	}
-	return Classify(err, j.names()...), redact(Message(err), j.creds), err
+	return Classify(err, j.names()...), redact(Message(err), creds), err
 }
 
 // names are the spellings of the image a runtime message may quote.

@@ -1,9 +1,9 @@
 package pullengine
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/warmer-dev/warmer/internal/promreg"
 )
 
 // Label values of warmer_image_pulls_total's result label.
@@ -94,29 +94,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	if reg == nil {
 		return m
 	}
-	m.pullDuration = register(reg, m.pullDuration)
-	m.pullsTotal = register(reg, m.pullsTotal)
-	m.pullsInFlight = register(reg, m.pullsInFlight)
-	m.pullsQueued = register(reg, m.pullsQueued)
-	m.pullBackOffs = register(reg, m.pullBackOffs)
-	m.pulledBytes = register(reg, m.pulledBytes)
+	m.pullDuration = promreg.Register(reg, m.pullDuration)
+	m.pullsTotal = promreg.Register(reg, m.pullsTotal)
+	m.pullsInFlight = promreg.Register(reg, m.pullsInFlight)
+	m.pullsQueued = promreg.Register(reg, m.pullsQueued)
+	m.pullBackOffs = promreg.Register(reg, m.pullBackOffs)
+	m.pulledBytes = promreg.Register(reg, m.pulledBytes)
 	return m
-}
-
-// register registers c on reg and returns it, or the collector already
-// registered under its name. Any other failure is a programming error
-// (a clash with a different metric of the same name), as with MustRegister.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	err := reg.Register(c)
-	if err == nil {
-		return c
-	}
-	if are, ok := errors.AsType[prometheus.AlreadyRegisteredError](err); ok {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing
-		}
-	}
-	panic(err)
 }
 
 // observe records a finished job.

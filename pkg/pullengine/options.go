@@ -30,6 +30,12 @@ type Options struct {
 	// and 300s.
 	BackOffInitial time.Duration
 	BackOffMax     time.Duration
+	// BackOffJitter is the largest share of each back-off taken off at
+	// random, so that nodes failing together do not retry together: a wait
+	// falls evenly between (1-BackOffJitter) and 1 times the kubelet's.
+	// 0 keeps the kubelet's exact schedule (the agent passes
+	// DefaultBackOffJitter); values are clamped to [0, MaxBackOffJitter].
+	BackOffJitter float64
 	// PullTimeout bounds each pull once started, unless the request sets
 	// its own; 0 means DefaultPullTimeout.
 	PullTimeout time.Duration
@@ -43,6 +49,10 @@ type Options struct {
 	// agent asks the kubelet); when it fails, the guard measures the
 	// runtime's mountpoint with statfs. nil means statfs only.
 	ImageFs ImageFsReader
+	// Credentials supplies node-wide logins (credential-provider
+	// plugins) for each pull, tried after the request's keyring; nil
+	// means none.
+	Credentials CredentialProvider
 	// Listener hears about pulls; nil means nobody.
 	Listener Listener
 	// Registerer is where the engine's metrics are registered (the agent

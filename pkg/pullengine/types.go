@@ -21,6 +21,19 @@ type ImageService interface {
 	ImageFsInfo(ctx context.Context) (*runtimeapi.ImageFsInfoResponse, error)
 }
 
+// CredentialProvider supplies node-wide logins for an image at the moment
+// it is pulled, as the kubelet's credential-provider plugins do (see
+// pkg/credprovider). The engine asks it once per pull attempt, after the
+// pull secrets' logins, so a secret's login is tried first, as the
+// kubelet does.
+type CredentialProvider interface {
+	// Credentials returns the logins that apply to ref, most specific
+	// first; none means no provider had any. An error names the failing
+	// provider and why, never a credential; logins that other providers
+	// gave come back beside it.
+	Credentials(ctx context.Context, ref Reference) ([]Credential, error)
+}
+
 // Request asks for one image to be pulled.
 type Request struct {
 	// Image is the reference as the user wrote it.

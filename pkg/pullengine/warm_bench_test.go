@@ -29,17 +29,25 @@ const (
 	benchParallelism = 3
 )
 
-// benchRound is one round's wall times.
+// benchWidths are the engine's MaxParallelPulls the benchmark sets side
+// by side with SerializePulls: one, the agent's default
+// (benchParallelism) and all ten at once.
+var benchWidths = []int{1, benchParallelism, benchImages}
+
+// benchRound is one round's wall times; wide is by MaxParallelPulls.
 type benchRound struct {
 	direct, engine, serial time.Duration
+	wide                   map[int]time.Duration
 }
 
 // BenchmarkWarm warms ten distinct 20 MB images on an emptied containerd
-// three ways per round: through the engine with MaxParallelPulls 3, through
-// direct CRI PullImage calls from three goroutines, and through the engine
-// with SerializePulls (the kubelet's default). Each round is one b.Loop
-// iteration, so -benchtime=5x gives five rounds and the default gives one.
-// It prints a table of medians and reports them as metrics.
+// per round: through the engine with MaxParallelPulls 3 (the agent's
+// default) against direct CRI PullImage calls from three goroutines, then
+// through the engine with MaxParallelPulls 1 and 10 and with
+// SerializePulls (the kubelet's default), so the parallelism default is
+// chosen from figures side by side. Each round is one b.Loop iteration,
+// so -benchtime=5x gives five rounds and the default gives one. It prints
+// a table of medians and reports them as metrics.
 //
 //	go test -run '^$' -bench BenchmarkWarm -benchtime 5x ./pkg/pullengine
 func BenchmarkWarm(b *testing.B) {
@@ -55,7 +63,7 @@ func BenchmarkWarm(b *testing.B) {
 
 	var rounds []benchRound
 	for b.Loop() {
-		var r benchRound
+		r := benchRound{wide: map[int]time.Duration{}}
 		// The engine and direct calls take turns going first, so that
 		// neither always runs on a machine the other has just warmed up.
 		if len(rounds)%2 == 0 {
@@ -64,6 +72,12 @@ func BenchmarkWarm(b *testing.B) {
 		} else {
 			r.direct = timeDirect(b, n, direct, imgs)
 			r.engine = timeEngine(b, n, imgs, pullengine.Options{MaxParallelPulls: benchParallelism})
+		}
+		r.wide[benchParallelism] = r.engine
+		for _, w := range benchWidths {
+			if w != benchParallelism {
+				r.wide[w] = timeEngine(b, n, imgs, pullengine.Options{MaxParallelPulls: w})
+			}
 		}
 		r.serial = timeEngine(b, n, imgs, pullengine.Options{SerializePulls: true})
 		rounds = append(rounds, r)
@@ -166,7 +180,9 @@ func reportWarm(b *testing.B, w io.Writer, n *node, rounds []benchRound) {
 		fmt.Fprintf(w, "| %-29s | %7.3fs | %7.3fs | %7.3fs |\n", name, median(ds).Seconds(), slices.Min(ds).Seconds(), slices.Max(ds).Seconds())
 	}
 	row(fmt.Sprintf("direct CRI, %d in parallel", benchParallelism), direct)
-	row(fmt.Sprintf("engine, MaxParallelPulls %d", benchParallelism), eng)
+	for _, width := range benchWidths {
+		row(fmt.Sprintf("engine, MaxParallelPulls %d", width), pick(func(r benchRound) time.Duration { return r.wide[width] }))
+	}
 	row("engine, SerializePulls", serial)
 	fmt.Fprintf(w, "engine/direct: %.3f (ratio of medians; per round %.3f to %.3f); serial/engine: %.2f\n\n",
 		ratio, slices.Min(ratios), slices.Max(ratios), median(serial).Seconds()/median(eng).Seconds())
@@ -175,6 +191,9 @@ func reportWarm(b *testing.B, w io.Writer, n *node, rounds []benchRound) {
 	b.ReportMetric(median(direct).Seconds(), "direct-s")
 	b.ReportMetric(median(eng).Seconds(), "engine-s")
 	b.ReportMetric(median(serial).Seconds(), "serial-s")
+	for _, width := range benchWidths {
+		b.ReportMetric(median(pick(func(r benchRound) time.Duration { return r.wide[width] })).Seconds(), fmt.Sprintf("parallel-%d-s", width))
+	}
 	b.ReportMetric(ratio, "engine/direct")
 }
 

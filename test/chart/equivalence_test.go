@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -36,6 +37,8 @@ var clusterScoped = []string{
 	"ClusterRole",
 	"ClusterRoleBinding",
 	"CustomResourceDefinition",
+	"FlowSchema",
+	"PriorityLevelConfiguration",
 	"ValidatingAdmissionPolicy",
 	"ValidatingAdmissionPolicyBinding",
 }
@@ -109,6 +112,27 @@ func TestChartPresetsMatchComponents(t *testing.T) {
 			got := daemonSets(helmTemplate(t, namespace, "--set", "runtime.preset="+preset))
 			compare(t, "config/default with "+component, want, got)
 		})
+	}
+}
+
+// TestChartCredentialProvidersMatchComponent checks that
+// credentialProviders.enabled renders the agent DaemonSet that
+// config/default renders with config/components/credential-providers:
+// the kubelet's two flags and the two read-only mounts at the same paths.
+func TestChartCredentialProvidersMatchComponent(t *testing.T) {
+	want := daemonSets(kustomizeWith(t, "default", "components/credential-providers"))
+	got := daemonSets(helmTemplate(t, namespace, "--set", "credentialProviders.enabled=true"))
+	compare(t, "config/default with credential-providers", want, got)
+	args := stringList(t, container(t, agentPod(t, got)), "args")
+	for _, flag := range []string{"--image-credential-provider-config=", "--image-credential-provider-bin-dir="} {
+		if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, flag) }) {
+			t.Errorf("agent args %v lack %s", args, flag)
+		}
+	}
+	if args := stringList(t, container(t, agentPod(t, helmTemplate(t, namespace))), "args"); slices.ContainsFunc(args, func(a string) bool {
+		return strings.HasPrefix(a, "--image-credential-provider")
+	}) {
+		t.Errorf("the default values pass %v; credential providers are off by default", args)
 	}
 }
 

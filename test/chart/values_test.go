@@ -129,14 +129,47 @@ func TestReleaseNamespace(t *testing.T) {
 			}
 		}
 	}
-	policy := find(t, objs, "ValidatingAdmissionPolicy", "warmer-agent-own-nodewarm")
-	conds, _, _ := unstructured.NestedSlice(policy.Object, "spec", "matchConditions")
-	if len(conds) != 1 || !strings.Contains(conds[0].(map[string]any)["expression"].(string), "'system:serviceaccount:"+ns+":warmer-agent'") {
-		t.Errorf("the policy's match conditions %v do not name the agent of namespace %s", conds, ns)
+	for _, name := range []string{"warmer-agent-own-nodewarm", "warmer-agent-own-node-taint"} {
+		policy := find(t, objs, "ValidatingAdmissionPolicy", name)
+		conds, _, _ := unstructured.NestedSlice(policy.Object, "spec", "matchConditions")
+		if len(conds) != 1 || !strings.Contains(conds[0].(map[string]any)["expression"].(string), "'system:serviceaccount:"+ns+":warmer-agent'") {
+			t.Errorf("policy %s's match conditions %v do not name the agent of namespace %s", name, conds, ns)
+		}
 	}
 	ctrl, _, _ := unstructured.NestedSlice(find(t, objs, "Deployment", "warmer-controller").Object, "spec", "template", "spec", "containers")
 	if args := stringList(t, ctrl[0].(map[string]any), "args"); !slices.Contains(args, "--leader-election-namespace="+ns) {
 		t.Errorf("controller args %v do not elect in %s", args, ns)
+	}
+	if got := flowSchemaSubjects(t, objs); !slices.Equal(got, []string{ns + "/warmer-agent"}) {
+		t.Errorf("the agents' FlowSchema matches service accounts %v, want %s/warmer-agent", got, ns)
+	}
+}
+
+// flowSchemaSubjects lists the service accounts (namespace/name) the
+// agents' FlowSchema matches.
+func flowSchemaSubjects(t *testing.T, objs []*unstructured.Unstructured) []string {
+	t.Helper()
+	rules, _, _ := unstructured.NestedSlice(find(t, objs, "FlowSchema", "warmer-agents").Object, "spec", "rules")
+	var out []string
+	for _, r := range rules {
+		subjects, _, _ := unstructured.NestedSlice(r.(map[string]any), "subjects")
+		for _, s := range subjects {
+			name, _, _ := unstructured.NestedString(s.(map[string]any), "serviceAccount", "name")
+			sns, _, _ := unstructured.NestedString(s.(map[string]any), "serviceAccount", "namespace")
+			out = append(out, sns+"/"+name)
+		}
+	}
+	return out
+}
+
+// TestFlowControlOff checks that flowControl.enabled=false leaves the
+// agents to the cluster's own FlowSchemas: no FlowSchema or priority level
+// is rendered.
+func TestFlowControlOff(t *testing.T) {
+	for _, o := range helmTemplate(t, namespace, "--set", "flowControl.enabled=false") {
+		if k := o.GetKind(); k == "FlowSchema" || k == "PriorityLevelConfiguration" {
+			t.Errorf("flowControl.enabled=false renders %s", id(o))
+		}
 	}
 }
 
@@ -222,5 +255,27 @@ func TestNoCRDs(t *testing.T) {
 		if o.GetKind() == "CustomResourceDefinition" {
 			t.Errorf("crds.enabled=false renders %s", id(o))
 		}
+	}
+}
+
+// TestStartupTaintKey checks that agent.flags.startup-taint sets the key
+// both in the agent's flags and in the admission policy that lets the
+// agent remove that taint only.
+func TestStartupTaintKey(t *testing.T) {
+	const key = "example.com/not-yet"
+	objs := helmTemplate(t, namespace, "--set", "agent.flags.startup-taint="+key)
+	agent, _, _ := unstructured.NestedSlice(find(t, objs, "DaemonSet", "warmer-agent").Object, "spec", "template", "spec", "containers")
+	if args := stringList(t, agent[0].(map[string]any), "args"); !slices.Contains(args, "--startup-taint="+key) {
+		t.Errorf("agent args %v do not set --startup-taint=%s", args, key)
+	}
+	vars, _, _ := unstructured.NestedSlice(find(t, objs, "ValidatingAdmissionPolicy", "warmer-agent-own-node-taint").Object, "spec", "variables")
+	var got []string
+	for _, v := range vars {
+		if m := v.(map[string]any); m["name"] == "taint" {
+			got = append(got, m["expression"].(string))
+		}
+	}
+	if !slices.Equal(got, []string{"'" + key + "'"}) {
+		t.Errorf("the node policy's taint variable is %q, want '%s'", got, key)
 	}
 }

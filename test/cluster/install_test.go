@@ -3,15 +3,12 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
-	goruntime "runtime"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	v1 "github.com/google/go-containerregistry/pkg/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,14 +17,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
-	"github.com/warmer-dev/warmer/internal/image"
 	"github.com/warmer-dev/warmer/test/testbed"
 )
 
 // warmerRepo is the release image's repository, and warmerTag the tag the
 // overlay in testdata/overlay gives it.
 const (
-	warmerRepo = "ghcr.io/warmer-dev/warmer"
+	warmerRepo = testbed.WarmerRepo
 	warmerTag  = "v0.0.0-cluster"
 )
 
@@ -69,6 +65,7 @@ func TestKustomizeInstall(t *testing.T) {
 	t.Run("AgentToken", testAgentToken)
 	t.Run("RootFilesystems", testRootFilesystems)
 	t.Run("OneWarmedEvent", testOneWarmedEvent)
+	t.Run("PinFromPod", testPinFromPod)
 	t.Run("Reinstall", func(t *testing.T) { testReinstall(t, layer) })
 	t.Run("NewImageTag", func(t *testing.T) { testNewImageTag(t, layer) })
 
@@ -111,37 +108,9 @@ func removeImage(t *testing.T, ref string) {
 	}
 }
 
-// importWarmerImage builds the release image for this machine's platform,
-// with tag as its version, and imports its OCI tarball into the node's
-// containerd as warmerRepo:tag, once per tag and test binary.
-func importWarmerImage(t *testing.T, tag string) {
-	t.Helper()
-	if imported[tag] {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	idx, err := image.Build(ctx, image.Options{
-		Dir:       testbed.RepoRoot(t),
-		Version:   tag,
-		Platforms: []v1.Platform{{OS: "linux", Architecture: goruntime.GOARCH}},
-	})
-	if err != nil {
-		t.Fatalf("building the image: %v", err)
-	}
-	tar := filepath.Join(t.TempDir(), "warmer-image.tar")
-	if err := image.WriteOCI(tar, idx, warmerRepo+":"+tag); err != nil {
-		t.Fatal(err)
-	}
-	if err := node.ImportImage(tar); err != nil {
-		t.Fatal(err)
-	}
-	imported[tag] = true
-}
-
-// imported are the tags importWarmerImage imported into the node. The
-// tests of the package run one at a time.
-var imported = map[string]bool{}
+// importWarmerImage imports the release image as warmerRepo:tag into the
+// node.
+func importWarmerImage(t *testing.T, tag string) { testbed.ImportWarmerImage(t, node, tag) }
 
 // bedLayer writes, in a temporary folder, the layer over testdata/overlay
 // that only this run knows (see writeRunLayer) and returns the folder, for
@@ -153,54 +122,9 @@ func bedLayer(t *testing.T) string {
 	return dir
 }
 
-// writeRunLayer writes in dir a kustomization of head (its resources and
-// components) and of what only this run knows: the API server's port, the
-// node's containerd state directory (its socket's folder), which the agent
-// mounts where a node has /run/containerd, and the kubelet's port.
-func writeRunLayer(t *testing.T, dir, head string) {
-	t.Helper()
-	k := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-%[1]s
-patches:
-  - patch: |-
-      apiVersion: apps/v1
-      kind: DaemonSet
-      metadata: {name: warmer-agent, namespace: warmer-system}
-      spec:
-        template:
-          spec:
-            containers:
-              - name: agent
-                env:
-                  - {name: KUBERNETES_SERVICE_PORT, value: %[2]q}
-            volumes:
-              - name: runtime-socket
-                hostPath: {path: %[3]s}
-  # The bed's kubelet listens on a port of its own, with a certificate it
-  # signed itself for its host name only (kubeadm's default): the agent
-  # reads it there without verifying (docs/operations.md, the image
-  # filesystem's level).
-  - target: {kind: DaemonSet, name: warmer-agent}
-    patch: |-
-      - {op: add, path: /spec/template/spec/containers/0/args/-, value: "--kubelet-port=%[4]d"}
-      - {op: add, path: /spec/template/spec/containers/0/args/-, value: --kubelet-insecure-tls}
-  - patch: |-
-      apiVersion: apps/v1
-      kind: Deployment
-      metadata: {name: warmer-controller, namespace: warmer-system}
-      spec:
-        template:
-          spec:
-            containers:
-              - name: controller
-                env:
-                  - {name: KUBERNETES_SERVICE_PORT, value: %[2]q}
-`, head, node.APIServerPort, node.Containerd.StateDir(), node.KubeletPort)
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
+// writeRunLayer writes in dir a kustomization of head and of what only
+// this run's node knows (testbed.WriteRunLayer).
+func writeRunLayer(t *testing.T, dir, head string) { testbed.WriteRunLayer(t, node, dir, head) }
 
 // testdata is a folder of testdata.
 func testdata(t *testing.T, name string) string {

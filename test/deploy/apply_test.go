@@ -25,14 +25,18 @@ var defaultObjects = []string{
 	"CustomResourceDefinition/nodewarms.warmer.dev",
 	"DaemonSet/warmer-agent",
 	"Deployment/warmer-controller",
+	"FlowSchema/warmer-agents",
 	"Namespace/warmer-system",
+	"PriorityLevelConfiguration/warmer-agents",
 	"Role/warmer-controller-leader-election",
 	"RoleBinding/warmer-controller-leader-election",
 	"Service/warmer-agent-metrics",
 	"Service/warmer-controller-metrics",
 	"ServiceAccount/warmer-agent",
 	"ServiceAccount/warmer-controller",
+	"ValidatingAdmissionPolicy/warmer-agent-own-node-taint",
 	"ValidatingAdmissionPolicy/warmer-agent-own-nodewarm",
+	"ValidatingAdmissionPolicyBinding/warmer-agent-own-node-taint",
 	"ValidatingAdmissionPolicyBinding/warmer-agent-own-nodewarm",
 }
 

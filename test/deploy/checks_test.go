@@ -12,6 +12,10 @@ import (
 // policyName is the ValidatingAdmissionPolicy of config/policy.
 const policyName = "warmer-agent-own-nodewarm"
 
+// taintPolicyName is the one that keeps an agent to its own Node's
+// startup taint.
+const taintPolicyName = "warmer-agent-own-node-taint"
+
 // outcome is how the API server answers a request.
 type outcome string
 
@@ -40,7 +44,8 @@ func verdict(err error) (outcome, bool) {
 	switch {
 	case err == nil, apierrors.IsNotFound(err):
 		return allowed, true
-	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+policyName+"'"):
+	case apierrors.IsForbidden(err) && (strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+policyName+"'") ||
+		strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+taintPolicyName+"'")):
 		return deniedByPolicy, true
 	case apierrors.IsForbidden(err):
 		return forbiddenByRBAC, true

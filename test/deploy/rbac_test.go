@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -133,6 +135,22 @@ func TestControllerPermissions(t *testing.T) {
 		{name: "get a secret", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error {
 			return c.Get(ctx, types.NamespacedName{Namespace: teamNamespace, Name: pullSecret}, &corev1.Secret{})
 		}},
+		// imagesFrom: workloads are listed and watched, nothing else.
+		{name: "watch Deployments", want: allowed, do: func(ctx context.Context, c client.WithWatch) error {
+			return watchOnce(ctx, c, &appsv1.DeploymentList{})
+		}},
+		{name: "list StatefulSets", want: allowed, do: func(ctx context.Context, c client.WithWatch) error { return c.List(ctx, &appsv1.StatefulSetList{}) }},
+		{name: "watch DaemonSets", want: allowed, do: func(ctx context.Context, c client.WithWatch) error { return watchOnce(ctx, c, &appsv1.DaemonSetList{}) }},
+		{name: "watch Jobs", want: allowed, do: func(ctx context.Context, c client.WithWatch) error { return watchOnce(ctx, c, &batchv1.JobList{}) }},
+		{name: "watch CronJobs", want: allowed, do: func(ctx context.Context, c client.WithWatch) error { return watchOnce(ctx, c, &batchv1.CronJobList{}) }},
+		{name: "get a Deployment", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error {
+			return c.Get(ctx, types.NamespacedName{Namespace: teamNamespace, Name: "web"}, &appsv1.Deployment{})
+		}},
+		{name: "create a Deployment", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error {
+			return c.Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: teamNamespace, Name: "web"}})
+		}},
+		{name: "list Pods", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error { return c.List(ctx, &corev1.PodList{}) }},
+		{name: "list ReplicaSets", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error { return c.List(ctx, &appsv1.ReplicaSetList{}) }},
 		{name: "create its Lease", want: allowed, do: func(ctx context.Context, c client.WithWatch) error {
 			return c.Create(ctx, newLease(systemNamespace, leaseName))
 		}},

@@ -44,7 +44,9 @@ func TestRolesSuffice(t *testing.T) {
 		"--leader-elect", "--leader-election-namespace=" + systemNamespace}, noListeners...)...)
 	agent := testbed.StartProcess(t, "agent", append([]string{bin, "agent",
 		"--kubeconfig", impersonatingKubeconfig(t, cp, agentImpersonation(ownNode)),
-		"--node-name", ownNode, "--container-runtime-endpoint", ctd.Endpoint}, noListeners...)...)
+		"--node-name", ownNode, "--container-runtime-endpoint", ctd.Endpoint,
+		// The bed's image filesystem is the shared disk (see testbed.DefaultAgent).
+		"--image-fs-threshold-percent=99"}, noListeners...)...)
 	procs := map[string]*testbed.Process{"controller": ctrl, "agent": agent}
 
 	ctx := context.Background()

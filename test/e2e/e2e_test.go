@@ -272,7 +272,7 @@ func backOffEnd(t *testing.T, f *testbed.Fleet, created time.Time, node, ref str
 	}
 	end := created
 	for i := 1; i <= int(img.Attempts); i++ {
-		end = end.Add(f.AgentSettings.BackOff(i))
+		end = end.Add(f.AgentSettings.EarliestBackOff(i))
 	}
 	return end
 }

@@ -34,7 +34,7 @@ func TestResourcesFitTheManifests(t *testing.T) {
 	// both processes from the plain build: the race detector would
 	// multiply what is measured.
 	f := testbed.StartFleet(t, map[string]map[string]string{node: {"pool": "res"}},
-		testbed.FleetOptions{Agent: &testbed.AgentSettings{LogLevel: "info"}, Plain: true})
+		testbed.FleetOptions{Agent: &testbed.AgentSettings{LogLevel: "info", DiskThresholdPercent: testbed.DefaultAgent.DiskThresholdPercent}, Plain: true})
 	// Twenty ImageWarms over the same eleven images: the agent's work is
 	// the union, and its memory should not grow per ImageWarm much.
 	for i := range 20 {

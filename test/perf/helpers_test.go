@@ -183,10 +183,23 @@ func readProc(b *testing.B, pid int) procStat {
 // with production defaults, and returns its /metrics address.
 func startAgent(b *testing.B, cp *testbed.ControlPlane, bin, node string, ctd *testbed.Containerd, extra ...string) (*testbed.Process, string) {
 	b.Helper()
+	return startAgentIn(b, nil, cp, bin, node, ctd, extra...)
+}
+
+// startAgentIn is startAgent with the agent in a memory cgroup, if cg is
+// not nil.
+func startAgentIn(b *testing.B, cg *testbed.MemoryCgroup, cp *testbed.ControlPlane, bin, node string, ctd *testbed.Containerd, extra ...string) (*testbed.Process, string) {
+	b.Helper()
 	metrics := fmt.Sprintf("127.0.0.1:%d", testbed.FreePort(b))
 	args := append([]string{bin, "agent", "--kubeconfig", cp.Kubeconfig, "--node-name", node,
 		"--container-runtime-endpoint", ctd.Endpoint, "--metrics-bind-address", metrics,
-		"--health-probe-bind-address", "0"}, extra...)
+		"--health-probe-bind-address", "0",
+		// The image filesystem is a folder on the machine's shared disk,
+		// often filled past the agent's 80% by builds and caches.
+		"--image-fs-threshold-percent=99"}, extra...)
+	if cg != nil {
+		args = cg.Command(args...)
+	}
 	p := testbed.StartProcess(b, "agent "+node, args...)
 	b.Cleanup(func() {
 		if b.Failed() {

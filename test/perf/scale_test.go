@@ -4,8 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
+	"net/http"
 	"os"
+	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,6 +20,7 @@ import (
 
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,40 +36,50 @@ import (
 	"github.com/warmer-dev/warmer/test/testbed"
 )
 
-// scaleImages is how many images the fleet's one ImageWarm lists.
-const scaleImages = 10
-
 // scalePullLatency is each fake pull's duration: about a 20 MB image's
 // pull on this machine's containerd (docs/performance.md).
 const scalePullLatency = 150 * time.Millisecond
 
-// fleetSizes are the N the scale benchmark runs: BENCH_SCALE (comma
-// separated), else 100, 300 and 1000 under BENCH_FULL=1, else 100.
-func fleetSizes(b *testing.B) []int {
+// scaleCase is one fleet run: n simulated nodes, one ImageWarm of images.
+type scaleCase struct{ n, images int }
+
+// scaleCases are the runs BENCH_SCALE asks for, comma separated, each N
+// (ten images) or NxI (I images): by default 100, under BENCH_FULL=1
+// 100, 300 and 1,000 nodes with ten images and 1,000 with a hundred.
+func scaleCases(b *testing.B) []scaleCase {
 	b.Helper()
 	spec := os.Getenv("BENCH_SCALE")
 	if spec == "" {
 		spec = "100"
 		if full() {
-			spec = "100,300,1000"
+			spec = "100,300,1000,1000x100"
 		}
 	}
-	var out []int
+	var out []scaleCase
 	for _, f := range strings.Split(spec, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			b.Fatalf("BENCH_SCALE=%q: %q is not a fleet size", spec, f)
+		nodes, images, found := strings.Cut(strings.TrimSpace(f), "x")
+		c := scaleCase{images: 10}
+		var err error
+		c.n, err = strconv.Atoi(nodes)
+		if found && err == nil {
+			c.images, err = strconv.Atoi(images)
 		}
-		out = append(out, n)
+		if err != nil || c.n < 1 || c.images < 1 || c.images > warmv1.MaxImagesPerWarm {
+			b.Fatalf("BENCH_SCALE=%q: %q is not a fleet (N or NxImages)", spec, f)
+		}
+		out = append(out, c)
 	}
 	return out
 }
 
 // BenchmarkScale runs N simulated agents (the real agent code, fake
 // runtimes; see test/scale) and the real controller binary against one
-// API server, then times one ImageWarm of ten images over all N nodes
-// from creation to Ready, and counts what it cost the API server, from
-// its own apiserver_request_total scraped before and after.
+// API server with the manifests' FlowSchema, then times one ImageWarm of
+// ten (or a hundred) images over all N nodes from creation to Ready and
+// against the last pull, counts what it cost the API server (writes,
+// 429 answers, watch bytes, from its own metrics scraped before and
+// after) and the controller's process, and extrapolates the API server's
+// load to 10,000 nodes.
 func BenchmarkScale(b *testing.B) {
 	ctrl.SetLogger(zap.New(zap.Level(zapcore.ErrorLevel))) // errors only; agents' chatter would drown the table
 	// A thousand agents in one process hold a thousand connections and
@@ -73,10 +88,10 @@ func BenchmarkScale(b *testing.B) {
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		b.Logf("raising the open-file limit: %v", err)
 	}
-	for _, n := range fleetSizes(b) {
-		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
+	for _, c := range scaleCases(b) {
+		b.Run(fmt.Sprintf("images=%d/N=%d", c.images, c.n), func(b *testing.B) {
 			for b.Loop() {
-				runScale(b, n)
+				runScale(b, c)
 			}
 		})
 	}
@@ -84,9 +99,12 @@ func BenchmarkScale(b *testing.B) {
 
 // scaleResult is what one fleet run measured.
 type scaleResult struct {
-	n                   int
-	pulled, ready       time.Duration
+	scaleCase
+	pulled, ready       time.Duration      // from the ImageWarm's creation
 	writes              map[string]float64 // by resource[/subresource]
+	watchBytes          map[string]float64 // bytes of watch events sent, by resource
+	bodyBytes           float64            // bytes of write request bodies: what went to etcd
+	nodeWarmBytes       int                // all NodeWarms' JSON at the end: what etcd holds of them
 	statusBytes         int
 	ctrlCPU             time.Duration
 	ctrlRSS, ctrlPeak   int64
@@ -97,20 +115,28 @@ type scaleResult struct {
 	ctrlRestarts        int
 	simFDs              int     // open files of the simulation process
 	throttled, rejected float64 // 429 answers; requests priority and fairness turned away
+	// refusals counts the 429 answers by resource and verb, and priority
+	// and fairness's rejections by priority level and reason.
+	refusals   map[string]float64
+	flowSchema bool // the agents ran in config/flowcontrol's priority level
 }
 
-func runScale(b *testing.B, n int) {
+func runScale(b *testing.B, c scaleCase) {
 	cp := testbed.StartControlPlane(b)
 	ctx := context.Background()
-	agentCfg, agentKubeconfig := serviceAccountUser(b, cp, "warmer-agent")
-	ctrlCfg, ctrlKubeconfig := serviceAccountUser(b, cp, "warmer-controller")
-	_ = ctrlCfg
-	createNodes(b, cp, n)
+	agentCfg, _ := serviceAccountUser(b, cp, "warmer-agent")
+	_, ctrlKubeconfig := serviceAccountUser(b, cp, "warmer-controller")
+	// The manifests' FlowSchema for the agents, as an install has it;
+	// BENCH_SCALE_NO_FLOWSCHEMA=1 leaves them in workload-low, to compare.
+	r := scaleResult{scaleCase: c, flowSchema: os.Getenv("BENCH_SCALE_NO_FLOWSCHEMA") != "1"}
+	if r.flowSchema {
+		applyFlowControl(b, cp, agentCfg)
+	}
+	createNodes(b, cp, c.n)
 
 	ctrlArgs := []string{testbed.BuildPlainWarmer(b), "controller", "--kubeconfig", ctrlKubeconfig,
 		"--leader-election-namespace", "default", "--metrics-bind-address", "0", "--health-probe-bind-address", "0"}
 	ctrlProc := testbed.StartProcess(b, "controller", ctrlArgs...)
-	_ = agentKubeconfig
 	// A real agent has no client-side rate limit (see cmd/warmer): the
 	// server's priority and fairness is what holds back a fleet.
 	agentCfg.QPS, agentCfg.Burst = -1, 0
@@ -120,7 +146,7 @@ func runScale(b *testing.B, n int) {
 	// connections overflowed their streams into bursts of new
 	// connections (over 20,000 open files at once).
 	agentCfg.Dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
-	names := make([]string, n)
+	names := make([]string, c.n)
 	for i := range names {
 		names[i] = nodeName(i)
 	}
@@ -136,12 +162,12 @@ func runScale(b *testing.B, n int) {
 			b.Logf("simulated agents: %v", err)
 		}
 	})
-	waitNodeWarms(b, cp, n)
+	waitNodeWarms(b, cp, c.n)
 	time.Sleep(3 * time.Second) // let start-up traffic settle out of the window
 
 	before := apiMetrics(b, cp.Config)
 	ctrlBefore, simBefore := readProc(b, ctrlProc.Pid()), readProc(b, os.Getpid())
-	refs := make([]string, scaleImages)
+	refs := make([]string, c.images)
 	for i := range refs {
 		refs[i] = fmt.Sprintf("127.0.0.1:5000/scale/app%d:v1", i)
 	}
@@ -150,21 +176,21 @@ func runScale(b *testing.B, n int) {
 	if err := cp.Client.Create(ctx, iw); err != nil {
 		b.Fatal(err)
 	}
-	r := scaleResult{n: n}
-	var once sync.Once
 	lastLog := time.Now()
 	deadline := start.Add(10 * time.Minute)
 	for {
 		if time.Now().After(deadline) {
-			b.Fatalf("ImageWarm not Ready on %d nodes within 10 minutes: %+v", n, iw.Status.Nodes)
+			b.Fatalf("ImageWarm not Ready on %d nodes within 10 minutes: %+v", c.n, iw.Status.Nodes)
 		}
-		if r.pulled == 0 && allPulled(fleet, len(refs)) {
-			once.Do(func() { r.pulled = time.Since(start) })
+		if r.pulled == 0 {
+			if last, ok := lastPull(fleet, c.images); ok {
+				r.pulled = last.Sub(start)
+			}
 		}
 		if err := cp.Client.Get(ctx, types.NamespacedName{Namespace: "default", Name: "fleet"}, iw); err != nil {
 			b.Fatal(err)
 		}
-		if meta.IsStatusConditionTrue(iw.Status.Conditions, warmv1.ConditionReady) && int(iw.Status.Nodes.Ready) == n {
+		if meta.IsStatusConditionTrue(iw.Status.Conditions, warmv1.ConditionReady) && int(iw.Status.Nodes.Ready) == c.n {
 			r.ready = time.Since(start)
 			break
 		}
@@ -180,7 +206,10 @@ func runScale(b *testing.B, n int) {
 			lastLog = time.Now()
 			b.Logf("%v: ImageWarm nodes %+v", time.Since(start).Round(time.Second), iw.Status.Nodes)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
+	}
+	if r.pulled == 0 {
+		b.Fatalf("ImageWarm Ready on %d nodes but not every fake runtime holds %d images", c.n, c.images)
 	}
 	// Trailing writes (a last status, events in flight) belong to the warm.
 	time.Sleep(5 * time.Second)
@@ -193,23 +222,93 @@ func runScale(b *testing.B, n int) {
 		r.simFDs = len(fds)
 	}
 	r.writes = writesByResource(before, after)
+	r.watchBytes = bytesByResource(before, after, "apiserver_watch_events_sizes_sum")
+	for _, v := range bytesByResource(before, after, "apiserver_request_body_size_bytes_sum") {
+		r.bodyBytes += v
+	}
 	r.nodeWarmWritesTotal = r.writes["nodewarms"] + r.writes["nodewarms/status"]
 	r.throttled = sumSamples(after, "apiserver_request_total", `code="429"`) - sumSamples(before, "apiserver_request_total", `code="429"`)
 	r.rejected = sumSamples(after, "apiserver_flowcontrol_rejected_requests_total") - sumSamples(before, "apiserver_flowcontrol_rejected_requests_total")
+	r.refusals = refusals(before, after)
 	if err := cp.Client.Get(ctx, types.NamespacedName{Namespace: "default", Name: "fleet"}, iw); err != nil {
 		b.Fatal(err)
 	}
 	raw, _ := json.Marshal(iw.Status)
 	r.statusBytes = len(raw)
+	r.nodeWarmBytes = nodeWarmBytes(b, cp)
 	reportScale(b, r)
+}
+
+// lastPull is when the last of the fleet's pulls completed, once every
+// fake runtime has pulled images.
+func lastPull(f *scale.Fleet, images int) (time.Time, bool) {
+	var last time.Time
+	for _, rt := range f.Runtimes {
+		n, t := rt.Pulls()
+		if n < images {
+			return time.Time{}, false
+		}
+		if t.After(last) {
+			last = t
+		}
+	}
+	return last, true
+}
+
+// nodeWarmBytes is the size of every NodeWarm as JSON, managed fields
+// included: about what etcd holds of them.
+func nodeWarmBytes(b *testing.B, cp *testbed.ControlPlane) int {
+	b.Helper()
+	var list warmv1.NodeWarmList
+	if err := cp.Client.List(context.Background(), &list); err != nil {
+		b.Fatal(err)
+	}
+	total := 0
+	for i := range list.Items {
+		raw, _ := json.Marshal(&list.Items[i])
+		total += len(raw)
+	}
+	return total
+}
+
+// applyFlowControl applies config/flowcontrol and waits until the API
+// server classifies the agents' requests into its priority level.
+func applyFlowControl(b *testing.B, cp *testbed.ControlPlane, agent *rest.Config) {
+	b.Helper()
+	if out, err := cp.Kubectl(b, "apply", "-k", filepath.Join(testbed.RepoRoot(b), "config", "flowcontrol")); err != nil {
+		b.Fatalf("applying config/flowcontrol: %v\n%s", err, out)
+	}
+	var pl flowcontrolv1.PriorityLevelConfiguration
+	if err := cp.Client.Get(context.Background(), types.NamespacedName{Name: "warmer-agents"}, &pl); err != nil {
+		b.Fatal(err)
+	}
+	rt, err := rest.TransportFor(agent)
+	if err != nil {
+		b.Fatal(err)
+	}
+	eventually(b, time.Minute, "the agents' requests classified into warmer-agents", func() error {
+		req, err := http.NewRequest(http.MethodGet, agent.Host+"/api/v1/namespaces/default", nil)
+		if err != nil {
+			return err
+		}
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if got := resp.Header.Get("X-Kubernetes-PF-PriorityLevel-UID"); got != string(pl.UID) {
+			return fmt.Errorf("priority level %q, not warmer-agents", got)
+		}
+		return nil
+	})
 }
 
 func nodeName(i int) string { return fmt.Sprintf("sim-%04d", i) }
 
 // serviceAccountUser makes a user the API server takes for a service
 // account of warmer-system (so priority and fairness put it where a real
-// agent's or controller's requests go: the service-accounts flow schema,
-// workload-low), bound to cluster-admin, and returns its config and a
+// agent's or controller's requests go: the agents' FlowSchema of
+// config/flowcontrol, else the service-accounts one, workload-low), bound to cluster-admin, and returns its config and a
 // kubeconfig file.
 func serviceAccountUser(b *testing.B, cp *testbed.ControlPlane, sa string) (*rest.Config, string) {
 	b.Helper()
@@ -284,16 +383,6 @@ func waitNodeWarms(b *testing.B, cp *testbed.ControlPlane, n int) {
 	})
 }
 
-// allPulled says whether every fake runtime holds count images.
-func allPulled(f *scale.Fleet, count int) bool {
-	for _, rt := range f.Runtimes {
-		if imgs, _ := rt.ListImages(context.Background()); len(imgs) < count {
-			return false
-		}
-	}
-	return true
-}
-
 // writesByResource is the increase of apiserver_request_total for
 // mutating verbs answered with success, by resource (and subresource):
 // the writes that happened. Requests turned away (429) are counted apart.
@@ -316,6 +405,41 @@ func writesByResource(before, after map[string]float64) map[string]float64 {
 		}
 		if d := v - before[k]; d > 0 {
 			out[res] += d
+		}
+	}
+	return out
+}
+
+// refusals breaks down the window's 429 answers (by resource and verb)
+// and priority and fairness's rejections (by priority level and reason),
+// to tell whose requests were refused and why.
+func refusals(before, after map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range after {
+		d := v - before[k]
+		if d <= 0 {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(k, "apiserver_request_total{") && label(k, "code") == "429":
+			out["429 "+label(k, "resource")+" "+label(k, "verb")] += d
+		case strings.HasPrefix(k, "apiserver_flowcontrol_rejected_requests_total{"):
+			out["rejected "+label(k, "priority_level")+" "+label(k, "reason")] += d
+		}
+	}
+	return out
+}
+
+// bytesByResource is the increase of a byte-counting sum (a histogram's
+// _sum) by resource.
+func bytesByResource(before, after map[string]float64, metric string) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range after {
+		if !strings.HasPrefix(k, metric+"{") {
+			continue
+		}
+		if d := v - before[k]; d > 0 {
+			out[label(k, "resource")] += d
 		}
 	}
 	return out
@@ -349,37 +473,98 @@ func peakRSS(b *testing.B, pid int) int64 {
 
 func reportScale(b *testing.B, r scaleResult) {
 	b.Helper()
-	var total float64
+	var total, watch float64
 	keys := make([]string, 0, len(r.writes))
 	for k, v := range r.writes {
 		total += v
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	for _, v := range r.watchBytes {
+		watch += v
+	}
+	lag := r.ready - r.pulled
 	w := os.Stdout
-	fmt.Fprintf(w, "\nFleet of %d simulated agents, one ImageWarm of %d images (fake pulls of %v)\n", r.n, scaleImages, scalePullLatency)
-	fmt.Fprintf(w, "all pulled %.1fs, ImageWarm Ready %.1fs; status %d bytes; window %.0fs\n", r.pulled.Seconds(), r.ready.Seconds(), r.statusBytes, r.window.Seconds())
+	fmt.Fprintf(w, "\nFleet of %d simulated agents, one ImageWarm of %d images (fake pulls of %v); agents' FlowSchema applied: %v\n",
+		r.n, r.images, scalePullLatency, r.flowSchema)
+	fmt.Fprintf(w, "last pull %.2fs, ImageWarm Ready %.2fs (%.2fs after the last pull); status %d bytes; window %.0fs\n",
+		r.pulled.Seconds(), r.ready.Seconds(), lag.Seconds(), r.statusBytes, r.window.Seconds())
 	fmt.Fprintf(w, "API server: %.0f answers 429, %.0f requests rejected by priority and fairness\n", r.throttled, r.rejected)
+	for _, k := range slices.Sorted(maps.Keys(r.refusals)) {
+		fmt.Fprintf(w, "  %s: %.0f\n", k, r.refusals[k])
+	}
 	if r.ctrlRestarts > 0 {
 		fmt.Fprintf(w, "the controller lost its lease and was restarted %d time(s)\n", r.ctrlRestarts)
 	}
-	fmt.Fprintf(w, "controller: CPU %.2fs (%.0f millicores over the window), RSS %.0f MiB (peak %.0f MiB); simulation process: CPU %.1fs, RSS %.0f MiB, %d open files\n",
+	fmt.Fprintf(w, "controller (its own process): CPU %.2fs (%.0f millicores over the window), RSS %.0f MiB at the end (peak %.0f MiB); simulation process: CPU %.1fs, RSS %.0f MiB, %d open files\n",
 		r.ctrlCPU.Seconds(), 1000*r.ctrlCPU.Seconds()/r.window.Seconds(), mib(r.ctrlRSS), mib(r.ctrlPeak), r.simCPU.Seconds(), mib(r.simRSS), r.simFDs)
 	fmt.Fprintf(w, "| %-28s | %8s | %9s |\n|------------------------------|---------:|----------:|\n", "writes (resource)", "total", "per node")
 	for _, k := range keys {
 		fmt.Fprintf(w, "| %-28s | %8.0f | %9.2f |\n", k, r.writes[k], r.writes[k]/float64(r.n))
 	}
-	fmt.Fprintf(w, "| %-28s | %8.0f | %9.2f |\n\n", "all", total, total/float64(r.n))
+	fmt.Fprintf(w, "| %-28s | %8.0f | %9.2f |\n", "all", total, total/float64(r.n))
+	fmt.Fprintf(w, "watch events sent: %.0f bytes (", watch)
+	for _, k := range slices.Sorted(maps.Keys(r.watchBytes)) {
+		fmt.Fprintf(w, " %s %.0f", k, r.watchBytes[k])
+	}
+	fmt.Fprintf(w, " ); write bodies %.0f bytes; NodeWarms stored %d bytes\n", r.bodyBytes, r.nodeWarmBytes)
+	m := modelAt(r, modelNodes)
+	fmt.Fprintf(w, "Model at %d nodes, from these per-node figures (docs/performance.md): %.0f writes/s and %.1f MB/s of watch events over a warm like this one; etcd holds %.1f MB of NodeWarms and takes %.1f MB of writes per warm\n\n",
+		modelNodes, m.writesPerSec, m.watchMBPerSec, m.etcdLiveMB, m.etcdWrittenMB)
 	b.ReportMetric(0, "ns/op")
 	b.ReportMetric(r.ready.Seconds(), "ready-s")
 	b.ReportMetric(r.pulled.Seconds(), "pulled-s")
+	b.ReportMetric(lag.Seconds(), "ready-after-pull-s")
+	b.ReportMetric(r.throttled, "answers-429")
 	b.ReportMetric(total, "api-writes")
 	b.ReportMetric(r.nodeWarmWritesTotal/float64(r.n), "nw-writes/node")
 	b.ReportMetric(total/float64(r.n), "writes/node")
 	b.ReportMetric(float64(r.statusBytes), "status-B")
 	b.ReportMetric(r.ctrlCPU.Seconds(), "ctrl-cpu-s")
 	b.ReportMetric(mib(r.ctrlPeak), "ctrl-peak-MiB")
+	b.ReportMetric(mib(r.ctrlRSS), "ctrl-rss-MiB")
 	b.ReportMetric(float64(r.ctrlRestarts), "ctrl-restarts")
+	b.ReportMetric(m.writesPerSec, "10k-writes/s")
+	b.ReportMetric(m.watchMBPerSec, "10k-watch-MB/s")
+	b.ReportMetric(m.etcdLiveMB, "10k-etcd-live-MB")
+	b.ReportMetric(m.etcdWrittenMB, "10k-etcd-MB/warm")
+}
+
+// modelNodes is the fleet the API server load model extrapolates to.
+const modelNodes = 10000
+
+// loadModel is the API server's load at a fleet size, extrapolated from
+// one run.
+type loadModel struct {
+	writesPerSec, watchMBPerSec float64 // means over a warm
+	etcdLiveMB, etcdWrittenMB   float64
+}
+
+// modelAt scales a run's per-node figures to nodes. Every node pulls on
+// its own, so a warm takes as long at any size (the API server keeping
+// up) and what nodes write grows with their number. So does what is
+// watched: a NodeWarm write goes to the controller and its own agent, an
+// ImageWarm status write to every agent, and the controller writes its
+// progress at most once a second up to 200 agents and proportionally less
+// often above (controllers/imagewarm_pace.go), so its watch bytes grow no
+// faster than the number of agents watching: the model is an upper bound
+// for that term.
+func modelAt(r scaleResult, nodes int) loadModel {
+	scale := float64(nodes) / float64(r.n)
+	var writes, watch float64
+	for _, v := range r.writes {
+		writes += v
+	}
+	for _, v := range r.watchBytes {
+		watch += v
+	}
+	secs := r.ready.Seconds()
+	return loadModel{
+		writesPerSec:  writes * scale / secs,
+		watchMBPerSec: watch * scale / secs / 1e6,
+		etcdLiveMB:    float64(r.nodeWarmBytes) * scale / 1e6,
+		etcdWrittenMB: r.bodyBytes * scale / 1e6,
+	}
 }
 
 func mib(bytes int64) float64 { return float64(bytes) / (1 << 20) }

@@ -24,8 +24,10 @@ type FakeRuntime struct {
 	// ImageSize is the size every pulled image reports.
 	ImageSize uint64
 
-	mu     sync.Mutex
-	images map[string]*runtimeapi.Image // by reference
+	mu       sync.Mutex
+	images   map[string]*runtimeapi.Image // by reference
+	pulls    int                          // pulls completed
+	lastPull time.Time                    // when the last one completed
 }
 
 var _ pullengine.ImageService = &FakeRuntime{}
@@ -71,8 +73,17 @@ func (f *FakeRuntime) PullImage(ctx context.Context, ref string, _ *runtimeapi.A
 	}
 	f.mu.Lock()
 	f.images[key] = img
+	f.pulls++
+	f.lastPull = time.Now()
 	f.mu.Unlock()
 	return digest, nil
+}
+
+// Pulls says how many pulls have completed and when the last one did.
+func (f *FakeRuntime) Pulls() (int, time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.pulls, f.lastPull
 }
 
 // ImageFsInfo reports the root filesystem, holding the pulled images.

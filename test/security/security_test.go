@@ -38,7 +38,19 @@ const (
 // everything warmer wrote or served for the secret values.
 func TestSecrets(t *testing.T) {
 	regs := testbed.StartRegistries(t)
-	f := testbed.StartFleet(t, map[string]map[string]string{node: nil}, testbed.FleetOptions{})
+	user, pass := regs.Auth.Username(), regs.Auth.Password()
+	wrong := "wrong-" + strings.TrimPrefix(pass, "s3cret-") + "-x"
+	// Credential-provider plugins: one hands out the registry's login, two
+	// fail while holding a password of their own, one printing it on
+	// stderr, one in the garbage it writes to stdout.
+	pluginPass := "plugin-" + wrong
+	plugin := testbed.SetUpCredentialPlugin(t,
+		testbed.PluginProvider{Name: "sec-good", MatchImages: []string{regs.Auth.Host + "/private/viaplugin"}, CacheDuration: "1m", Username: user, Password: pass},
+		testbed.PluginProvider{Name: "sec-exit", MatchImages: []string{regs.Auth.Host + "/private/exitplugin"}, CacheDuration: "1m", Args: []string{"--mode", "exit"}, Username: user, Password: pluginPass},
+		testbed.PluginProvider{Name: "sec-json", MatchImages: []string{regs.Auth.Host + "/private/jsonplugin"}, CacheDuration: "1m", Args: []string{"--mode", "badjson"}, Username: user, Password: pluginPass},
+	)
+	settings := testbed.DefaultAgent.With(plugin.Flags()...)
+	f := testbed.StartFleet(t, map[string]map[string]string{node: nil}, testbed.FleetOptions{Agent: &settings})
 	for _, ns := range []string{nsA, nsB} {
 		f.Create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	}
@@ -47,8 +59,9 @@ func TestSecrets(t *testing.T) {
 	denied := regs.Auth.PushRandom(t, "private/wrong:v1", small).Ref
 	legacy := regs.Auth.PushRandom(t, "private/legacy:v1", small).Ref
 	borrowed := regs.Auth.PushRandom(t, "private/borrowed:v1", small).Ref
-	user, pass := regs.Auth.Username(), regs.Auth.Password()
-	wrong := "wrong-" + strings.TrimPrefix(pass, "s3cret-") + "-x"
+	viaPlugin := regs.Auth.PushRandom(t, "private/viaplugin:v1", small).Ref
+	exitPlugin := regs.Auth.PushRandom(t, "private/exitplugin:v1", small).Ref
+	jsonPlugin := regs.Auth.PushRandom(t, "private/jsonplugin:v1", small).Ref
 	secrets := []*corev1.Secret{
 		testbed.DockerConfigSecret(nsA, "regcred", regs.Auth.Host, user, pass),
 		testbed.DockerConfigSecret(nsA, "badcred", regs.Auth.Host, user, wrong),
@@ -61,6 +74,7 @@ func TestSecrets(t *testing.T) {
 	f.Create(t, warmWith(nsA, "private", "regcred", private))
 	f.Create(t, warmWith(nsA, "denied", "badcred", denied))
 	f.Create(t, warmWith(nsA, "legacy", "legacycred", legacy))
+	f.Create(t, testbed.NewWarm(nsA, "plugins", nil, viaPlugin, exitPlugin, jsonPlugin))
 
 	t.Run("right and legacy secrets pull", func(t *testing.T) {
 		testbed.Eventually(t, 90*time.Second, "private images", func() error { return f.Nodes[node].AllPresent(t, private, legacy) })
@@ -68,29 +82,21 @@ func TestSecrets(t *testing.T) {
 	t.Run("wrong password is Unauthorized", func(t *testing.T) {
 		waitReason(t, f, nsA, "denied", denied, "Unauthorized")
 	})
+	t.Run("credential providers: one pulls without a secret, failing ones are classified", func(t *testing.T) {
+		testbed.Eventually(t, 90*time.Second, "image via the plugin", func() error { return f.Nodes[node].AllPresent(t, viaPlugin) })
+		waitReason(t, f, nsA, "plugins", exitPlugin, "CredentialProviderFailed")
+		waitReason(t, f, nsA, "plugins", jsonPlugin, "CredentialProviderFailed")
+	})
 	t.Run("another namespace's secret cannot be borrowed", func(t *testing.T) {
 		testBorrow(t, f, borrowed)
 	})
 	t.Run("secret values appear nowhere", func(t *testing.T) {
-		needles := secretForms(user, pass, wrong, secrets)
+		needles := append(secretForms(user, pass, wrong, secrets), testbed.LeakForms("the failing plugins' password", user, pluginPass)...)
 		shown := everythingWarmerShows(t, f)
 		// The search must cover the failure paths, where a leak is likeliest.
-		for what, want := range map[string]string{"the agent's log": denied, "events.k8s.io events": "InvalidPullSecret",
-			"NodeWarms": "401 Unauthorized", "ImageWarms": "Unauthorized", "the agent's /metrics": `reason="Unauthorized"`} {
-			if !strings.Contains(shown[what], want) {
-				t.Errorf("%s lacks %q: the search would prove little", what, want)
-			}
-		}
-		for what, text := range shown {
-			for _, n := range needles {
-				if strings.Contains(text, n.value) {
-					t.Errorf("%s holds %s", what, n.name)
-				}
-			}
-			if len(text) == 0 {
-				t.Errorf("%s is empty: the search would prove nothing", what)
-			}
-		}
+		testbed.SearchLeaks(t, shown, map[string][]string{"the agent's log": {denied, "sec-exit", "sec-json"}, "events.k8s.io events": {"InvalidPullSecret", "CredentialProviderFailed"},
+			"NodeWarms": {"401 Unauthorized", "PluginFailed", "PluginBadResponse"}, "ImageWarms": {"Unauthorized", "CredentialProviderFailed"},
+			"the agent's /metrics": {`reason="Unauthorized"`, `result="PluginBadResponse"`}}, needles)
 	})
 }
 
@@ -212,23 +218,13 @@ func waitReason(t *testing.T, f *testbed.Fleet, ns, warm, image, reason string) 
 	})
 }
 
-type needle struct{ name, value string }
-
 // secretForms are the ways a secret value could leak: as written, in
 // base64 alone or as docker's auth field, and as the Secret's data.
-func secretForms(user, pass, wrong string, secrets []*corev1.Secret) []needle {
-	var out []needle
-	for _, p := range []struct{ name, value string }{{"the password", pass}, {"the wrong password", wrong}} {
-		for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding} {
-			out = append(out,
-				needle{p.name + " in base64", enc.EncodeToString([]byte(p.value))},
-				needle{p.name + " as an auth field", enc.EncodeToString([]byte(user + ":" + p.value))})
-		}
-		out = append(out, needle{p.name, p.value})
-	}
+func secretForms(user, pass, wrong string, secrets []*corev1.Secret) []testbed.Needle {
+	out := append(testbed.LeakForms("the password", user, pass), testbed.LeakForms("the wrong password", user, wrong)...)
 	for _, s := range secrets {
 		for k, v := range s.Data {
-			out = append(out, needle{s.Namespace + "/" + s.Name + " " + k + " in base64", base64.StdEncoding.EncodeToString(v)})
+			out = append(out, testbed.Needle{Name: s.Namespace + "/" + s.Name + " " + k + " in base64", Value: base64.StdEncoding.EncodeToString(v)})
 		}
 	}
 	return out

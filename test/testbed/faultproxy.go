@@ -95,7 +95,10 @@ type Fault struct {
 
 // ProxyRequest is one request a FaultProxy saw.
 type ProxyRequest struct {
-	At     time.Time
+	At time.Time
+	// Done is when the proxy finished answering it (the body sent, or the
+	// connection reset); zero while it is under way.
+	Done   time.Time
 	Method string
 	Path   string
 	// Mode is how it was answered: FaultPass when the fault did not
@@ -198,7 +201,8 @@ func (p *FaultProxy) Requests() []ProxyRequest {
 
 // ServeHTTP applies the current fault to r.
 func (p *FaultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	f := p.record(r)
+	f, i := p.record(r)
+	defer p.done(i)
 	switch f.Mode {
 	case Fault500:
 		registryError(w, http.StatusInternalServerError, "UNKNOWN", "injected server error")
@@ -212,8 +216,9 @@ func (p *FaultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// record logs r and returns the fault that applies to it.
-func (p *FaultProxy) record(r *http.Request) Fault {
+// record logs r and returns the fault that applies to it, and r's place
+// in the log.
+func (p *FaultProxy) record(r *http.Request) (Fault, int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	f := p.fault
@@ -221,7 +226,14 @@ func (p *FaultProxy) record(r *http.Request) Fault {
 		f = Fault{}
 	}
 	p.log = append(p.log, ProxyRequest{At: time.Now(), Method: r.Method, Path: r.URL.Path, Mode: f.Mode})
-	return f
+	return f, len(p.log) - 1
+}
+
+// done notes when the i-th request was answered.
+func (p *FaultProxy) done(i int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.log[i].Done = time.Now()
 }
 
 // registryError answers in the registry API's error format.

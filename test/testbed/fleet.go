@@ -248,10 +248,19 @@ func (n *Node) Remove(t TB, ref string) {
 	}
 }
 
-// NodeImage returns the NodeWarm entry for a normalised image on a node.
-func (f *Fleet) NodeImage(node, image string) (warmv1.NodeImage, error) {
+// NodeWarm reads a node's NodeWarm.
+func (f *Fleet) NodeWarm(node string) (*warmv1.NodeWarm, error) {
 	var nw warmv1.NodeWarm
 	if err := f.CP.Client.Get(context.Background(), types.NamespacedName{Name: node}, &nw); err != nil {
+		return nil, err
+	}
+	return &nw, nil
+}
+
+// NodeImage returns the NodeWarm entry for a normalised image on a node.
+func (f *Fleet) NodeImage(node, image string) (warmv1.NodeImage, error) {
+	nw, err := f.NodeWarm(node)
+	if err != nil {
 		return warmv1.NodeImage{}, err
 	}
 	for _, img := range nw.Status.Images {

@@ -28,6 +28,15 @@ type NodeOptions struct {
 	// from a test registry (the value, host:port), so that manifests keep
 	// their public image names and nothing leaves the machine.
 	Mirrors map[string]string
+	// KubeletConfig sets top-level fields of the kubelet's
+	// KubeletConfiguration over the test bed's own (for example
+	// "imageMaximumGCAge", "registerWithTaints" or
+	// "imagePullCredentialsVerificationPolicy"); a key the test bed sets
+	// too is replaced whole.
+	KubeletConfig map[string]any
+	// KubeletFlags are extra command-line flags for the kubelet, for the
+	// settings that are flags only (say --image-credential-provider-config).
+	KubeletFlags []string
 }
 
 // RealNode is a one-node Kubernetes cluster with a real kubelet: kube-apiserver
@@ -102,7 +111,7 @@ func StartNode(t TB, opts NodeOptions) *RealNode {
 	guardHost("procs", n.Containerd.Socket)
 	n.importPause(t)
 	t.Cleanup(n.removePods)
-	n.startKubelet(t, assets)
+	n.startKubelet(t, assets, opts)
 	n.waitReady(t)
 	return n
 }

@@ -3,6 +3,7 @@ package testbed
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
 )
 
 // startControllers starts kube-controller-manager (every controller: the
@@ -58,7 +60,7 @@ func (n *RealNode) startComponent(t TB, assets, name string, args ...string) *pr
 
 // startKubelet writes the kubelet's configuration and credentials and starts
 // it. It registers the Node itself, as system:node:NAME.
-func (n *RealNode) startKubelet(t TB, assets string) {
+func (n *RealNode) startKubelet(t TB, assets string, opts NodeOptions) {
 	t.Helper()
 	kubeconfig := filepath.Join(n.dir, "kubelet.kubeconfig")
 	u, err := n.env.AddUser(envtest.User{Name: "system:node:" + n.Name, Groups: []string{"system:nodes"}}, n.Config)
@@ -74,19 +76,37 @@ func (n *RealNode) startKubelet(t TB, assets string) {
 	}
 	n.KubeletPort = FreePort(t)
 	config := filepath.Join(n.dir, "kubelet.yaml")
-	if err := os.WriteFile(config, []byte(n.kubeletConfig()), 0o600); err != nil {
+	b, err = mergeKubeletConfig(n.kubeletConfig(), opts.KubeletConfig)
+	if err != nil {
+		t.Fatalf("the kubelet's configuration: %v", err)
+	}
+	if err := os.WriteFile(config, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	n.kubelet = n.startComponent(t, assets, "kubelet",
-		"--config="+config,
-		"--kubeconfig="+kubeconfig,
-		"--root-dir="+filepath.Join(n.dir, "kubelet"),
-		"--cert-dir="+filepath.Join(n.dir, "kubelet-pki"),
+	args := []string{
+		"--config=" + config,
+		"--kubeconfig=" + kubeconfig,
+		"--root-dir=" + filepath.Join(n.dir, "kubelet"),
+		"--cert-dir=" + filepath.Join(n.dir, "kubelet-pki"),
 		// Not a configuration field; its default is below /usr/libexec.
-		"--volume-plugin-dir="+filepath.Join(n.dir, "volume-plugins"),
-		"--hostname-override="+n.Name,
-		"--node-ip="+n.IP,
-	)
+		"--volume-plugin-dir=" + filepath.Join(n.dir, "volume-plugins"),
+		"--hostname-override=" + n.Name,
+		"--node-ip=" + n.IP,
+	}
+	n.kubelet = n.startComponent(t, assets, "kubelet", append(args, opts.KubeletFlags...)...)
+}
+
+// mergeKubeletConfig sets the top-level fields of extra over the YAML base.
+func mergeKubeletConfig(base string, extra map[string]any) ([]byte, error) {
+	if len(extra) == 0 {
+		return []byte(base), nil
+	}
+	var m map[string]any
+	if err := yaml.Unmarshal([]byte(base), &m); err != nil {
+		return nil, err
+	}
+	maps.Copy(m, extra)
+	return yaml.Marshal(m)
 }
 
 // kubeletConfig is the kubelet's configuration for this machine: cgroup v1

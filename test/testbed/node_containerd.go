@@ -24,6 +24,14 @@ func withNodeRuntime(assets, pause string) ContainerdOption {
 	return func(c *Containerd) { c.node = &nodeRuntime{assets: assets, pause: pause} }
 }
 
+// WithContainerd2 runs the real node's containerd 2.x (from NodeAssetsEnv)
+// instead of Debian's 1.6, without a kubelet: for what only 2.x does, such
+// as reporting the images pinned through its images API.
+func WithContainerd2(t TB) ContainerdOption {
+	t.Helper()
+	return withNodeRuntime(nodeAssets(t), PauseImage)
+}
+
 // cniPluginDir is where Debian's containernetworking-plugins puts the
 // plugins.
 const cniPluginDir = "/usr/lib/cni"

@@ -1,6 +1,7 @@
 package testbed
 
 import (
+	"debug/elf"
 	"fmt"
 	"os"
 	"os/exec"
@@ -125,7 +126,8 @@ func raceOnPurpose() {
 }
 
 // TestWarmerBuiltWithRace checks that BuildWarmer's binary carries the race
-// detector exactly when this test binary does, and BuildPlainWarmer's never.
+// detector exactly when this test binary does, and BuildPlainWarmer's never;
+// a binary without it is built with the release's flags.
 func TestWarmerBuiltWithRace(t *testing.T) {
 	for _, c := range []struct {
 		name  string
@@ -138,6 +140,25 @@ func TestWarmerBuiltWithRace(t *testing.T) {
 		}
 		if got := strings.Contains(string(out), "-race=true"); got != c.want {
 			t.Errorf("%s: built with -race=%v, want %v (test binary -race=%v):\n%s", c.name, got, c.want, raceEnabled, out)
+		}
+		if c.want {
+			continue
+		}
+		// What ships, so what the benchmarks measure: the release flags
+		// (go records -ldflags only without -trimpath: -s shows as no
+		// symbol table).
+		for _, flag := range []string{"-trimpath=true", "CGO_ENABLED=0"} {
+			if !strings.Contains(string(out), flag) {
+				t.Errorf("%s: not built with %s, as the release is:\n%s", c.name, flag, out)
+			}
+		}
+		if f, err := elf.Open(c.build(t)); err != nil {
+			t.Error(err)
+		} else {
+			if f.Section(".symtab") != nil {
+				t.Errorf("%s: has a symbol table; the release is linked with -s -w", c.name)
+			}
+			_ = f.Close()
 		}
 	}
 }

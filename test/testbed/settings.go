@@ -1,9 +1,12 @@
 package testbed
 
 import (
+	"fmt"
 	"time"
 
 	"k8s.io/client-go/tools/leaderelection"
+
+	"github.com/warmer-dev/warmer/pkg/pullengine"
 )
 
 // Margins for a shared 2-core machine, where other test binaries compete
@@ -32,8 +35,15 @@ type AgentSettings struct {
 	// BackOffInitial and BackOffMax are --image-pull-backoff-initial and
 	// --image-pull-backoff-max.
 	BackOffInitial, BackOffMax time.Duration
+	// ExactBackOff passes --image-pull-backoff-jitter=0, for tests that
+	// check the kubelet's schedule to the second; otherwise each wait may
+	// be up to pullengine.DefaultBackOffJitter shorter (EarliestBackOff).
+	ExactBackOff bool
 	// ProgressInterval is --status-progress-interval.
 	ProgressInterval time.Duration
+	// DiskThresholdPercent is --image-fs-threshold-percent; 0 passes none
+	// (the agent's 80).
+	DiskThresholdPercent int
 	// LogLevel is --zap-log-level; empty passes none.
 	LogLevel string
 	// Extra flags follow the rendered ones (a later flag wins).
@@ -48,7 +58,12 @@ var DefaultAgent = AgentSettings{
 	BackOffInitial:   30 * time.Second,
 	BackOffMax:       60 * time.Second,
 	ProgressInterval: 500 * time.Millisecond,
-	LogLevel:         "debug",
+	// The bed's image filesystems are folders on the machine's own disk,
+	// which builds and caches share and often fill past the agent's 80%:
+	// its fill says nothing about warmer, so the guard only trips on a
+	// disk all but full. The disk tests set their own threshold.
+	DiskThresholdPercent: 99,
+	LogLevel:             "debug",
 }
 
 // DefaultAgentFlags are DefaultAgent's flags.
@@ -62,6 +77,12 @@ func (s AgentSettings) Flags() []string {
 		{"image-pull-backoff-max", s.BackOffMax},
 		{"status-progress-interval", s.ProgressInterval},
 	})
+	if s.ExactBackOff {
+		out = append(out, "--image-pull-backoff-jitter=0")
+	}
+	if s.DiskThresholdPercent > 0 {
+		out = append(out, fmt.Sprintf("--image-fs-threshold-percent=%d", s.DiskThresholdPercent))
+	}
 	if s.LogLevel != "" {
 		out = append(out, "--zap-log-level="+s.LogLevel)
 	}
@@ -74,9 +95,9 @@ func (s AgentSettings) With(extra ...string) AgentSettings {
 	return s
 }
 
-// BackOff is the wait the agent sets after an image's failures-th failure
-// in a row: BackOffInitial, doubling with each failure up to BackOffMax
-// (client-go's flowcontrol.Backoff, without jitter).
+// BackOff is the longest wait the agent sets after an image's failures-th
+// failure in a row: BackOffInitial, doubling with each failure up to
+// BackOffMax (client-go's flowcontrol.Backoff); jitter only shortens it.
 func (s AgentSettings) BackOff(failures int) time.Duration {
 	d := s.BackOffInitial
 	for i := 1; i < failures && d < s.BackOffMax; i++ {
@@ -85,14 +106,24 @@ func (s AgentSettings) BackOff(failures int) time.Duration {
 	return min(d, s.BackOffMax)
 }
 
+// EarliestBackOff is the shortest wait the agent may set after an image's
+// failures-th failure in a row: BackOff less the most jitter takes off.
+func (s AgentSettings) EarliestBackOff(failures int) time.Duration {
+	d := s.BackOff(failures)
+	if s.ExactBackOff {
+		return d
+	}
+	return d - time.Duration(pullengine.DefaultBackOffJitter*float64(d))
+}
+
 // MaxAttempts is the most pulls of one failing image the back-off lets
-// start within d of the first: each attempt comes at least the back-off
-// after the previous one failed, so no later than that.
+// start within d of the first: each attempt comes at least the earliest
+// back-off after the previous one failed.
 func (s AgentSettings) MaxAttempts(d time.Duration) int {
-	n, at := 1, s.BackOff(1)
+	n, at := 1, s.EarliestBackOff(1)
 	for at <= d {
 		n++
-		at += s.BackOff(n)
+		at += s.EarliestBackOff(n)
 	}
 	return n
 }

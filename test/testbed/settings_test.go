@@ -8,7 +8,7 @@ import (
 
 func TestAgentSettingsFlags(t *testing.T) {
 	want := []string{"--resync-period=3s", "--image-pull-backoff-initial=30s", "--image-pull-backoff-max=1m0s",
-		"--status-progress-interval=500ms", "--zap-log-level=debug"}
+		"--status-progress-interval=500ms", "--image-fs-threshold-percent=99", "--zap-log-level=debug"}
 	if got := DefaultAgent.Flags(); !slices.Equal(got, want) {
 		t.Errorf("DefaultAgent.Flags() = %q, want %q", got, want)
 	}
@@ -23,7 +23,7 @@ func TestAgentSettingsFlags(t *testing.T) {
 }
 
 func TestAgentSettingsBackOff(t *testing.T) {
-	s := AgentSettings{BackOffInitial: time.Second, BackOffMax: 4 * time.Second}
+	s := AgentSettings{BackOffInitial: time.Second, BackOffMax: 4 * time.Second, ExactBackOff: true}
 	var got []time.Duration
 	for n := 1; n <= 6; n++ {
 		got = append(got, s.BackOff(n))
@@ -40,6 +40,14 @@ func TestAgentSettingsBackOff(t *testing.T) {
 		if got := s.MaxAttempts(c.d); got != c.want {
 			t.Errorf("MaxAttempts(%v) = %d, want %d", c.d, got, c.want)
 		}
+	}
+	// With jitter, attempts may come at 0, 0.8, 2.4, 5.6 s.
+	s.ExactBackOff = false
+	if got := s.EarliestBackOff(2); got != 1600*time.Millisecond {
+		t.Errorf("EarliestBackOff(2) = %v, want 1.6s", got)
+	}
+	if got := s.MaxAttempts(5600 * time.Millisecond); got != 4 {
+		t.Errorf("MaxAttempts(5.6s) with jitter = %d, want 4", got)
 	}
 	// A cap below the start holds from the first failure.
 	if got := (AgentSettings{BackOffInitial: 10 * time.Second, BackOffMax: 5 * time.Second}).BackOff(1); got != 5*time.Second {

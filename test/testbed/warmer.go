@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/warmer-dev/warmer/internal/image"
 )
 
 // Process is a program the test runs, such as a warmer agent, with its
@@ -69,9 +71,11 @@ func BuildWarmer(t TB) string {
 }
 
 // BuildPlainWarmer compiles cmd/warmer without the race detector, whatever
-// the test binary has: for tests that measure the binary's memory or CPU,
-// which the race detector multiplies (5-10 times the memory, 2-20 times the
-// CPU, by Go's documentation), so that they measure what ships.
+// the test binary has, and as the release is built (the Dockerfile's and
+// `make image`'s flags: static, -trimpath, -ldflags '-s -w'): for tests
+// that measure the binary's memory or CPU, which the race detector
+// multiplies (5-10 times the memory, 2-20 times the CPU, by Go's
+// documentation), so that they measure what ships.
 func BuildPlainWarmer(t TB) string {
 	t.Helper()
 	return buildWarmer(t, false)
@@ -93,9 +97,10 @@ func buildWarmer(t TB, race bool) string {
 		b.path = filepath.Join(dir, "warmer")
 		cmd := exec.Command("go", warmerBuildArgs(b.path, race)...)
 		cmd.Dir = RepoRoot(t)
+		// -race needs cgo (and a C compiler); the environment may have
+		// turned it off. The release build is static.
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if race {
-			// -race needs cgo (and a C compiler); the environment may
-			// have turned it off for the release build.
 			cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
 		}
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -108,11 +113,11 @@ func buildWarmer(t TB, race bool) string {
 	return b.path
 }
 
-// warmerBuildArgs is the go command line that builds cmd/warmer into out.
+// warmerBuildArgs is the go command line that builds cmd/warmer into out:
+// with the race detector, or as the release image's binary.
 func warmerBuildArgs(out string, race bool) []string {
-	args := []string{"build", "-o", out}
 	if race {
-		args = append(args, "-race")
+		return []string{"build", "-o", out, "-race", "./cmd/warmer"}
 	}
-	return append(args, "./cmd/warmer")
+	return image.GoBuildArgs("dev", out)
 }

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,9 +79,19 @@ func agreesWithCRI(t *testing.T, f *testbed.Fleet, n *testbed.Node, refs []strin
 		if err != nil {
 			return err
 		}
-		if st.Image == nil || img.State != warmv1.ImagePresent || img.ImageID != st.Image.Id {
-			return fmt.Errorf("%s: NodeWarm says %s %s, runtime says %v", r, img.State, img.ImageID, st.Image)
+		if st.Image == nil || img.State != warmv1.ImagePresent || img.Digest == "" || !hasRepoDigest(st.Image, img.Digest) {
+			return fmt.Errorf("%s: NodeWarm says %s %s, runtime says %v", r, img.State, img.Digest, st.Image)
 		}
 	}
 	return nil
+}
+
+// hasRepoDigest says whether the runtime lists the image under digest.
+func hasRepoDigest(img *runtimeapi.Image, digest string) bool {
+	for _, d := range img.RepoDigests {
+		if strings.HasSuffix(d, "@"+digest) {
+			return true
+		}
+	}
+	return false
 }

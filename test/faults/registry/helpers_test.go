@@ -24,10 +24,13 @@ const (
 )
 
 // settings are the fleet defaults with a short back-off, so that a test
-// sees several retries in seconds; the waits below derive from them.
+// sees several retries in seconds; the waits below derive from them. The
+// back-off has no jitter: these tests check the kubelet's schedule to the
+// gap.
 var settings = func() testbed.AgentSettings {
 	s := testbed.DefaultAgent
 	s.BackOffInitial, s.BackOffMax = time.Second, 4*time.Second
+	s.ExactBackOff = true
 	return s
 }()
 

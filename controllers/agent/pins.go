@@ -1,0 +1,100 @@
+package agent
+
+import (
+	"fmt"
+	"sort"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/internal/truncate"
+)
+
+// The planner's pinning decisions. An image is pinned while an ImageWarm
+// with retention Pinned wants it on the node and unpinned when none does;
+// warmer pins only what the runtime reports unpinned, and unpins only names
+// carrying its own mark, so a pin someone else made is never taken away.
+
+// ConditionPinning says whether the agent can pin the images ImageWarms
+// ask it to pin.
+const ConditionPinning = "Pinning"
+
+// Reasons of the Pinning condition.
+const (
+	// ReasonRuntimeCannotPin: the runtime offers no way to pin (not
+	// containerd, containerd before 1.7, or its images API unreachable).
+	// Images are warmed unpinned.
+	ReasonRuntimeCannotPin = "RuntimeCannotPin"
+	// ReasonPinFailed: the last pin or unpin failed; it is tried again.
+	ReasonPinFailed = "PinFailed"
+	// ReasonPinned: every present image asked to be pinned is.
+	ReasonPinned = "Pinned"
+	// ReasonNothingToPin: the runtime can pin; nothing asks for it.
+	ReasonNothingToPin = "NothingToPin"
+)
+
+// pinView is what a pass knows of the runtime's pins.
+type pinView struct {
+	// unable says why the runtime cannot pin; "" when it can.
+	unable string
+	// mine are the image names that carry warmer's mark.
+	mine map[string]bool
+	// problem is the last pass's pin or unpin failure; "" for none.
+	problem string
+}
+
+// pinTally counts, over one pass, the present images asked to be pinned
+// and those of them pinned.
+type pinTally struct {
+	asked, pinned int
+}
+
+// pinImage decides whether to pin one wanted image and whether it counts
+// as pinned. An image the runtime already reports pinned, by warmer or by
+// anyone, is left as it is; so is one warmer marked, which the runtime may
+// not have reported yet.
+func (p *planner) pinImage(key string, w *wantedImage, v imageView) bool {
+	pinned := v.listed && v.listing.Pinned || p.in.pins.mine[key] && v.present
+	if !w.pin || !v.present {
+		return pinned
+	}
+	p.pinTally.asked++
+	if !pinned && p.in.pins.unable == "" {
+		p.out.pins = append(p.out.pins, key)
+		pinned = true // the shell pins it in this pass
+	}
+	if pinned {
+		p.pinTally.pinned++
+	}
+	return pinned
+}
+
+// unpins lists the names warmer marked that no Pinned ImageWarm wants any
+// more, in order.
+func (p *planner) unpins() {
+	for name := range p.in.pins.mine {
+		if w := p.in.desired.images[name]; w == nil || !w.pin {
+			p.out.unpins = append(p.out.unpins, name)
+		}
+	}
+	sort.Strings(p.out.unpins)
+}
+
+// pinningCondition returns conds with Pinning set.
+func (p *planner) pinningCondition(conds []metav1.Condition, now metav1.Time) []metav1.Condition {
+	c := metav1.Condition{Type: ConditionPinning, Status: metav1.ConditionTrue}
+	t := p.pinTally
+	switch {
+	case p.in.pins.unable != "":
+		c.Status, c.Reason = metav1.ConditionFalse, ReasonRuntimeCannotPin
+		c.Message = p.in.pins.unable + "; images of ImageWarms with retention Pinned are warmed, but the kubelet may collect them"
+	case p.in.pins.problem != "":
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, ReasonPinFailed, p.in.pins.problem
+	case t.asked == 0:
+		c.Reason, c.Message = ReasonNothingToPin, "The runtime can pin images; no present image is asked to be pinned"
+	default:
+		c.Reason, c.Message = ReasonPinned, fmt.Sprintf("%d of %d present images asked to be pinned are pinned", t.pinned, t.asked)
+	}
+	c.Message = truncate.String(c.Message, warmv1.MaxConditionMessageLength)
+	return setCondition(conds, c, now)
+}

@@ -1,0 +1,286 @@
+package agent
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/pkg/pullengine"
+)
+
+// pinnedListing is the runtime's list with keys reported pinned.
+func pinnedListing(r runtimeImages, keys ...string) runtimeImages {
+	for _, k := range keys {
+		pi := r[k]
+		pi.Pinned = true
+		r[k] = pi
+	}
+	return r
+}
+
+func mine(keys ...string) map[string]bool {
+	m := map[string]bool{}
+	for _, k := range keys {
+		m[k] = true
+	}
+	return m
+}
+
+// pinnedWarm is an ImageWarm with retention Pinned.
+func pinnedWarm(name string, images ...string) warmv1.ImageWarm {
+	iw := warm("ns", name, nil, images...)
+	iw.Spec.Retention = warmv1.RetentionPinned
+	return iw
+}
+
+// TestPlanPins: which names a pass pins and unpins, what the status says
+// of each image, and the Pinning condition.
+func TestPlanPins(t *testing.T) {
+	pinned := pinnedWarm("pinned", imgA)
+	plain := warm("ns", "plain", nil, imgA, imgB)
+	paused := pinnedWarm("paused", imgA)
+	paused.Spec.Suspend = true
+
+	for _, c := range []struct {
+		name         string
+		in           func() planInput
+		pins, unpins []string
+		// status is each image's pinned flag in the NodeWarm.
+		status map[string]bool
+		reason string // the Pinning condition's
+	}{{
+		name:   "present and asked: pinned",
+		in:     func() planInput { in := input(pinned); in.runtime = listed(imgA); return in },
+		pins:   []string{imgA},
+		status: map[string]bool{imgA: true},
+		reason: ReasonPinned,
+	}, {
+		name:   "missing: nothing to pin until it arrives",
+		in:     func() planInput { return input(pinned) },
+		status: map[string]bool{imgA: false},
+		reason: ReasonNothingToPin,
+	}, {
+		name: "just pulled, not listed yet: pinned, the name exists",
+		in: func() planInput {
+			in := input(pinned)
+			in.results = []pullengine.Result{pulled(imgA, t0)}
+			return in
+		},
+		pins:   []string{imgA},
+		status: map[string]bool{imgA: true},
+		reason: ReasonPinned,
+	}, {
+		name: "already pinned by warmer: nothing to do",
+		in: func() planInput {
+			in := input(pinned)
+			in.runtime, in.pins.mine = pinnedListing(listed(imgA), imgA), mine(imgA)
+			return in
+		},
+		status: map[string]bool{imgA: true},
+		reason: ReasonPinned,
+	}, {
+		name: "marked by warmer, the runtime's list not caught up: not pinned twice",
+		in: func() planInput {
+			in := input(pinned)
+			in.runtime, in.pins.mine = listed(imgA), mine(imgA)
+			return in
+		},
+		status: map[string]bool{imgA: true},
+		reason: ReasonPinned,
+	}, {
+		name: "pinned by someone else: left alone, reported pinned",
+		in: func() planInput {
+			in := input(pinned)
+			in.runtime = pinnedListing(listed(imgA), imgA)
+			return in
+		},
+		status: map[string]bool{imgA: true},
+		reason: ReasonPinned,
+	}, {
+		name: "someone else's pin on an image no Pinned ImageWarm wants: never unpinned",
+		in: func() planInput {
+			in := input(plain)
+			in.runtime = pinnedListing(listed(imgA, imgB), imgA)
+			return in
+		},
+		status: map[string]bool{imgA: true, imgB: false},
+		reason: ReasonNothingToPin,
+	}, {
+		name: "the last Pinned ImageWarm switched to Unpinned: unpinned",
+		in: func() planInput {
+			in := input(plain)
+			in.runtime, in.pins.mine = pinnedListing(listed(imgA, imgB), imgA), mine(imgA)
+			return in
+		},
+		unpins: []string{imgA},
+		status: map[string]bool{imgA: true, imgB: false},
+		reason: ReasonNothingToPin,
+	}, {
+		name: "the last ImageWarm wanting it is gone: unpinned",
+		in: func() planInput {
+			in := input(warm("ns", "other", nil, imgB))
+			in.runtime, in.pins.mine = pinnedListing(listed(imgA, imgB), imgA), mine(imgA)
+			return in
+		},
+		unpins: []string{imgA},
+		status: map[string]bool{imgB: false},
+		reason: ReasonNothingToPin,
+	}, {
+		name: "a Pinned ImageWarm still wants it beside an Unpinned one: kept",
+		in: func() planInput {
+			in := input(pinned, plain)
+			in.runtime, in.pins.mine = pinnedListing(listed(imgA, imgB), imgA), mine(imgA)
+			return in
+		},
+		status: map[string]bool{imgA: true, imgB: false},
+		reason: ReasonPinned,
+	}, {
+		name: "suspended: the pin stays",
+		in: func() planInput {
+			in := input(paused)
+			in.runtime, in.pins.mine = pinnedListing(listed(imgA), imgA), mine(imgA)
+			return in
+		},
+		status: map[string]bool{imgA: true},
+		reason: ReasonPinned,
+	}, {
+		name: "the runtime cannot pin: warmed, not pinned, and the condition says why",
+		in: func() planInput {
+			in := input(pinned)
+			in.runtime, in.pins.unable = listed(imgA), "runtime cri-o 1.31 is not containerd"
+			return in
+		},
+		status: map[string]bool{imgA: false},
+		reason: ReasonRuntimeCannotPin,
+	}, {
+		name: "the last pin failed: tried again, and the condition says so",
+		in: func() planInput {
+			in := input(pinned)
+			in.runtime, in.pins.problem = listed(imgA), "pinning "+imgA+": images.Update: unavailable"
+			return in
+		},
+		pins:   []string{imgA},
+		status: map[string]bool{imgA: true},
+		reason: ReasonPinFailed,
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			out := plan(c.in())
+			if !slices.Equal(out.pins, c.pins) || !slices.Equal(out.unpins, c.unpins) {
+				t.Errorf("pins %v, unpins %v; want %v, %v", out.pins, out.unpins, c.pins, c.unpins)
+			}
+			got := map[string]bool{}
+			for _, img := range out.status.Images {
+				got[img.Image] = img.Pinned
+			}
+			if len(got) != len(c.status) {
+				t.Errorf("status images %v, want %v", got, c.status)
+			}
+			for k, want := range c.status {
+				if got[k] != want {
+					t.Errorf("%s pinned %v in the status, want %v", k, got[k], want)
+				}
+			}
+			cond := meta.FindStatusCondition(out.status.Conditions, ConditionPinning)
+			if cond == nil || cond.Reason != c.reason {
+				t.Fatalf("Pinning condition %+v, want reason %s", cond, c.reason)
+			}
+			wantStatus := metav1.ConditionTrue
+			if c.reason == ReasonRuntimeCannotPin || c.reason == ReasonPinFailed {
+				wantStatus = metav1.ConditionFalse
+			}
+			if cond.Status != wantStatus || cond.Message == "" {
+				t.Errorf("Pinning condition %+v, want status %s and a message", cond, wantStatus)
+			}
+		})
+	}
+}
+
+// TestPlanEvictionBackOff follows an image the node keeps removing: the
+// first eviction after a long stay pulls again at once; evictions in a row
+// soon after arrival wait out a doubling window from the last arrival,
+// with a reason that says the disk is too small for what is asked.
+func TestPlanEvictionBackOff(t *testing.T) {
+	b := backOffPolicy{initial: 10 * time.Second, max: 40 * time.Second}
+	iw := warm("ns", "one", nil, imgA)
+	pass := func(now time.Time, state agentState, present bool) planOutput {
+		in := input(iw)
+		in.now, in.listedAt, in.state, in.evictionBackOff = now, now.Add(-time.Millisecond), state, b
+		if present {
+			in.runtime = listed(imgA)
+		}
+		return plan(in)
+	}
+	wantPull := func(t *testing.T, out planOutput, want bool) {
+		t.Helper()
+		if got := len(out.pulls) == 1; got != want {
+			t.Errorf("pull asked %v, want %v (status %+v)", got, want, out.status.Images[0])
+		}
+	}
+
+	// Arrived long ago, then removed: pulled again at once.
+	out := pass(t0, agentState{}, true)
+	now := t0.Add(time.Hour)
+	out = pass(now, out.state, false)
+	wantPull(t, out, true)
+	if got := eventNames(out.events); !slices.Equal(got, []string{ReasonEvicted + " " + imgA}) {
+		t.Fatalf("events %q, want Evicted", got)
+	}
+
+	// Back 2 s later, removed again 3 s after that: a repeat within the
+	// window of the first eviction, so it waits 20 s from its arrival.
+	arrived := now.Add(2 * time.Second)
+	out = pass(arrived, out.state, true)
+	out = pass(arrived.Add(3*time.Second), out.state, false)
+	wantPull(t, out, false)
+	img := out.status.Images[0]
+	if img.State != warmv1.ImageBackOff || img.Reason != ReasonEvictedRepeatedly || !strings.Contains(img.Message, "too small") {
+		t.Errorf("status %+v, want BackOff, EvictedRepeatedly, and a message naming the disk", img)
+	}
+	if out.next != 17*time.Second {
+		t.Errorf("next pass in %v, want 17s (when the window ends)", out.next)
+	}
+	if e := out.events; len(e) != 1 || !strings.Contains(e[0].note, "2 time(s) in a row") {
+		t.Errorf("events %+v, want one Evicted counting 2 evictions", e)
+	}
+	// Still within the window: no pull, no new event.
+	out = pass(arrived.Add(19*time.Second), out.state, false)
+	wantPull(t, out, false)
+	if len(out.events) != 0 {
+		t.Errorf("events %v while waiting, want none", eventNames(out.events))
+	}
+	// The window over: pulled again.
+	out = pass(arrived.Add(20*time.Second), out.state, false)
+	wantPull(t, out, true)
+	// Back again: present, and still saying it was removed twice, so the
+	// NodeWarm keeps the record after the pull's progress went unwritten.
+	back := arrived.Add(21 * time.Second)
+	in := input(iw)
+	in.now, in.listedAt, in.state, in.evictionBackOff, in.runtime, in.resync = back, back.Add(-time.Millisecond), out.state, b, listed(imgA), time.Hour
+	out = plan(in)
+	if img := out.status.Images[0]; img.State != warmv1.ImagePresent || img.Reason != ReasonEvictedRepeatedly ||
+		!strings.Contains(img.Message, "2 time(s) in a row") {
+		t.Errorf("status %+v, want Present, EvictedRepeatedly, counting 2", img)
+	}
+	if out.next != 2*b.max {
+		t.Errorf("next pass in %v, want %v (when the record ends)", out.next, 2*b.max)
+	}
+	// Stayed long enough: the record ends.
+	out = pass(back.Add(2*b.max), out.state, true)
+	if img := out.status.Images[0]; img.State != warmv1.ImagePresent || img.Reason != "" || img.Message != "" {
+		t.Errorf("status %+v after a long stay, want Present with no reason", img)
+	}
+
+	// The window stops doubling at the maximum.
+	if got := b.after(5); got != b.max {
+		t.Errorf("window after 5 evictions %v, want the maximum %v", got, b.max)
+	}
+	// With no back-off configured, nothing is held.
+	if got := (backOffPolicy{}).after(3); got != 0 {
+		t.Errorf("zero policy holds %v", got)
+	}
+}

@@ -1,0 +1,93 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/internal/truncate"
+	"github.com/warmer-dev/warmer/pkg/criclient"
+)
+
+// Pinner is what the agent needs of the runtime's pinning (criclient's, on
+// containerd): pins are made and undone by image name, and warmer's own are
+// marked so that it never undoes anyone else's.
+type Pinner interface {
+	// Mine lists the image names carrying warmer's mark.
+	Mine(ctx context.Context) ([]string, error)
+	// Pin pins a name and marks the pin as warmer's, unless someone else
+	// pinned it.
+	Pin(ctx context.Context, name string) (criclient.PinResult, error)
+	// Unpin removes warmer's pin from a name; other pins are left alone.
+	Unpin(ctx context.Context, name string) (bool, error)
+}
+
+var _ Pinner = &criclient.Pinner{}
+
+// pinView reads the runtime's pins for the planner. A failed read leaves
+// the planner without warmer's marks for one pass: it then pins nothing
+// twice (the runtime reports those pinned) and unpins nothing.
+func (a *NodeAgent) pinView(ctx context.Context) pinView {
+	v := pinView{unable: a.PinUnable, problem: a.pinProblem}
+	if a.Pinner == nil {
+		if v.unable == "" {
+			v.unable = "no pinner is configured"
+		}
+		return v
+	}
+	names, err := a.Pinner.Mine(ctx)
+	if err != nil {
+		v.problem = truncate.String(fmt.Sprintf("listing warmer's pins: %v", err), warmv1.MaxConditionMessageLength)
+		return v
+	}
+	v.mine = make(map[string]bool, len(names))
+	for _, n := range names {
+		v.mine[n] = true
+	}
+	return v
+}
+
+// applyPins pins and unpins as the plan says. The first failure is kept
+// for the next pass's Pinning condition; a change in it brings that pass
+// soon.
+func (a *NodeAgent) applyPins(ctx context.Context, pins, unpins []string) {
+	if a.Pinner == nil {
+		return
+	}
+	var problem string
+	fail := func(op, name string, err error) {
+		if problem == "" {
+			problem = truncate.String(fmt.Sprintf("%s %s: %v", op, name, err), warmv1.MaxConditionMessageLength)
+		}
+	}
+	logger := log.FromContext(ctx)
+	for _, name := range pins {
+		res, err := a.Pinner.Pin(ctx, name)
+		if err != nil {
+			fail("pinning", name, err)
+			continue
+		}
+		logger.V(1).Info("Pin", "image", name, "result", pinResultText[res])
+	}
+	for _, name := range unpins {
+		done, err := a.Pinner.Unpin(ctx, name)
+		if err != nil {
+			fail("unpinning", name, err)
+			continue
+		}
+		logger.V(1).Info("Unpin", "image", name, "unpinned", done)
+	}
+	if problem != a.pinProblem {
+		a.pinProblem = problem
+		a.poke()
+	}
+}
+
+var pinResultText = map[criclient.PinResult]string{
+	criclient.Pinned:        "pinned",
+	criclient.AlreadyMine:   "already pinned by warmer",
+	criclient.PinnedByOther: "pinned by someone else: left alone",
+	criclient.NoSuchImage:   "no such image",
+}

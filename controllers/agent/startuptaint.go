@@ -1,0 +1,148 @@
+package agent
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// The startup taint, decided. A node may register with a taint (by default
+// warmer.dev/warming:NoSchedule) that keeps Pods off it until the agent
+// removes it: once every ImageWarm that selects the node and asks for it
+// (spec.startupTaint, not suspended) has all its images present there, or
+// at the deadline, counted from the Node's creation, whichever is first.
+// The agent only ever removes the taint, never adds it, so it is removed
+// once; a restarted agent finds it gone and does nothing, or finds it
+// still there and decides again with the same deadline.
+//
+// A tainted node that no ImageWarm asks to hold is freed on the agent's
+// first pass: the agent's cache has synced by then (controller-runtime
+// starts reconciling only after it has), so "no ImageWarm asks" is the
+// cluster's answer, not an empty cache's. Holding such a node until the
+// deadline would only keep it out of service for nothing.
+
+// ConditionStartupTaint is the NodeWarm condition that says where the
+// node's startup taint stands: True while the agent holds it, False once
+// it is gone. Nodes that never carried it have no such condition.
+const ConditionStartupTaint = "StartupTaint"
+
+// Reasons of the StartupTaint condition.
+const (
+	// TaintWaiting: some ImageWarm that asks for the taint is not warm yet.
+	TaintWaiting = "Waiting"
+	// TaintRemoved: every ImageWarm that asks for it is warm; removed.
+	TaintRemoved = "Removed"
+	// TaintNotRequested: no ImageWarm selecting the node asks for it;
+	// removed at once.
+	TaintNotRequested = "NotRequested"
+	// TaintDeadlineExceeded: removed at the deadline, not warm.
+	TaintDeadlineExceeded = "DeadlineExceeded"
+	// TaintRemovedElsewhere: someone else removed it while the agent held it.
+	TaintRemovedElsewhere = "RemovedElsewhere"
+	// TaintRemoveFailed: the agent decided to remove it, and the API
+	// server refused (set by the shell, retried on the next pass).
+	TaintRemoveFailed = "RemoveFailed"
+)
+
+// taintInput is what the planner knows of the node's startup taint.
+type taintInput struct {
+	// key is the taint's key; "" turns the feature off.
+	key string
+	// onNode is set when the Node carries a taint with that key.
+	onNode bool
+	// deadline is when the taint goes whatever the images' state: the
+	// Node's creation plus the agent's --startup-taint-deadline.
+	deadline time.Time
+}
+
+// maxNamedWarms bounds the ImageWarms a StartupTaint message names.
+const maxNamedWarms = 3
+
+// startupTaint decides whether to remove the node's startup taint, from the
+// ImageWarms that hold it and are not warm (cold), and sets the
+// StartupTaint condition on conds.
+func (p *planner) startupTaint(conds []metav1.Condition, cold []types.NamespacedName, now metav1.Time) []metav1.Condition {
+	t := p.in.taint
+	if t.key == "" {
+		return conds
+	}
+	prev := meta.FindStatusCondition(p.in.conditions, ConditionStartupTaint)
+	c := metav1.Condition{Type: ConditionStartupTaint, Status: metav1.ConditionFalse}
+	switch {
+	case !t.onNode && prev == nil:
+		return conds // never tainted, as far as this agent knows
+	case !t.onNode && prev.Status != metav1.ConditionFalse:
+		c.Reason, c.Message = TaintRemovedElsewhere, fmt.Sprintf("Taint %s was removed by someone else while the agent held it", t.key)
+	case !t.onNode:
+		c = *prev // removed earlier: keep saying how
+	case len(p.in.desired.holdTaint) == 0:
+		p.out.removeTaint = true
+		c.Reason, c.Message = TaintNotRequested, fmt.Sprintf("No ImageWarm selecting this node asks to hold taint %s; removed", t.key)
+	case len(cold) == 0:
+		p.out.removeTaint = true
+		c.Reason, c.Message = TaintRemoved, fmt.Sprintf("Every image of the %d ImageWarms holding taint %s is present; removed", len(p.in.desired.holdTaint), t.key)
+		p.event(eventTaintRemoved(t.key))
+	case !p.in.now.Before(t.deadline):
+		p.out.removeTaint = true
+		c.Reason, c.Message = TaintDeadlineExceeded, fmt.Sprintf("Deadline %s passed with %s not warm; taint %s removed", t.deadline.UTC().Format(time.RFC3339), namedWarms(cold), t.key)
+		p.event(eventTaintDeadline(t.key, cold))
+	default:
+		c.Status, c.Reason = metav1.ConditionTrue, TaintWaiting
+		c.Message = fmt.Sprintf("Holding taint %s, at most until %s, for %s not warm yet", t.key, t.deadline.UTC().Format(time.RFC3339), namedWarms(cold))
+		p.soon(t.deadline.Sub(p.in.now))
+	}
+	return setCondition(conds, c, now)
+}
+
+// coldWarms are the ImageWarms holding the taint that are not warm: some
+// image of theirs is not done (present, with no pull of it unaccounted
+// for). An image that does not parse never warms; the API server's
+// validation keeps such images out, and the deadline frees the node anyway.
+func (p *planner) coldWarms(done map[string]bool) []types.NamespacedName {
+	if !p.in.taint.onNode || len(p.in.desired.holdTaint) == 0 {
+		return nil
+	}
+	cold := map[types.NamespacedName]bool{}
+	for key, w := range p.in.desired.images {
+		if done[key] {
+			continue
+		}
+		for _, nn := range w.warms {
+			if p.in.desired.holdTaint[nn] {
+				cold[nn] = true
+			}
+		}
+	}
+	for _, bad := range p.in.desired.invalid {
+		if p.in.desired.holdTaint[bad.warm] {
+			cold[bad.warm] = true
+		}
+	}
+	out := make([]types.NamespacedName, 0, len(cold))
+	for nn := range cold {
+		out = append(out, nn)
+	}
+	slices.SortFunc(out, nnCompare)
+	return out
+}
+
+// namedWarms names a few ImageWarms, and counts the rest.
+func namedWarms(nns []types.NamespacedName) string {
+	names := make([]string, 0, maxNamedWarms)
+	for _, nn := range nns[:min(len(nns), maxNamedWarms)] {
+		names = append(names, nn.String())
+	}
+	s := "ImageWarm " + strings.Join(names, ", ")
+	if len(nns) > 1 {
+		s = "ImageWarms " + strings.Join(names, ", ")
+	}
+	if more := len(nns) - maxNamedWarms; more > 0 {
+		s += fmt.Sprintf(" and %d more", more)
+	}
+	return s
+}

@@ -1,0 +1,227 @@
+package agent
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/pkg/pullengine"
+)
+
+// taintCase is one startup-taint decision.
+type taintCase struct {
+	name   string
+	in     func() planInput
+	remove bool
+	// status and reason of the StartupTaint condition; "" for none.
+	status metav1.ConditionStatus
+	reason string
+	// events are "Reason" of the taint's events, with "+node" when also on
+	// the Node, and the ImageWarms they go on.
+	events []string
+	// next, when set, bounds the next pass.
+	next time.Duration
+}
+
+// tainted is a pass on a node carrying the startup taint, 10 minutes
+// from its deadline.
+func tainted(warms ...warmv1.ImageWarm) planInput {
+	in := input(warms...)
+	in.taint = taintInput{key: DefaultStartupTaintKey, onNode: true, deadline: t0.Add(10 * time.Minute)}
+	return in
+}
+
+func holding(iw warmv1.ImageWarm) warmv1.ImageWarm {
+	iw.Spec.StartupTaint = true
+	return iw
+}
+
+func TestPlanStartupTaint(t *testing.T) {
+	gate := holding(warm("ns", "gate", nil, imgA))
+	plain := warm("ns", "plain", nil, imgB)
+	paused := holding(warm("ns", "paused", nil, imgA))
+	paused.Spec.Suspend = true
+	elsewhere := holding(warm("ns", "elsewhere", map[string]warmv1.LabelValue{"pool": "gpu"}, imgA))
+	prev := func(status metav1.ConditionStatus, reason string) []metav1.Condition {
+		return []metav1.Condition{{Type: ConditionStartupTaint, Status: status, Reason: reason, Message: "before", LastTransitionTime: metav1.NewTime(t0.Add(-time.Hour))}}
+	}
+
+	cases := []taintCase{{
+		name: "off: no key, the taint is not the agent's business",
+		in: func() planInput {
+			in := tainted(gate)
+			in.taint.key = ""
+			return in
+		},
+	}, {
+		name: "never tainted: no condition",
+		in: func() planInput {
+			in := tainted(gate)
+			in.taint.onNode = false
+			return in
+		},
+	}, {
+		name:   "tainted, no ImageWarm asks: removed at once",
+		in:     func() planInput { return tainted(plain) },
+		remove: true, status: metav1.ConditionFalse, reason: TaintNotRequested,
+	}, {
+		name:   "tainted, the only one asking is suspended: removed at once",
+		in:     func() planInput { return tainted(paused, plain) },
+		remove: true, status: metav1.ConditionFalse, reason: TaintNotRequested,
+	}, {
+		name:   "tainted, the one asking does not select the node: removed at once",
+		in:     func() planInput { return tainted(elsewhere) },
+		remove: true, status: metav1.ConditionFalse, reason: TaintNotRequested,
+	}, {
+		name:   "tainted, asked, image missing: held until the deadline",
+		in:     func() planInput { return tainted(gate) },
+		status: metav1.ConditionTrue, reason: TaintWaiting, next: time.Minute,
+	}, {
+		name: "tainted, asked, deadline near: the next pass comes at the deadline",
+		in: func() planInput {
+			in := tainted(gate)
+			in.taint.deadline = t0.Add(20 * time.Second)
+			return in
+		},
+		status: metav1.ConditionTrue, reason: TaintWaiting, next: 20 * time.Second,
+	}, {
+		name: "tainted, asked, present: removed",
+		in: func() planInput {
+			in := tainted(gate, plain)
+			in.runtime = listed(imgA) // plain's imgB is missing: it does not hold the taint
+			return in
+		},
+		remove: true, status: metav1.ConditionFalse, reason: TaintRemoved,
+		events: []string{"StartupTaintRemoved+node"},
+	}, {
+		name: "tainted, asked, listed but its pull still under way: held",
+		in: func() planInput {
+			in := tainted(gate)
+			in.runtime = listed(imgA)
+			in.engine[imgA] = pullengine.Status{Image: imgA, Ref: imgA, State: pullengine.StatePulling}
+			return in
+		},
+		status: metav1.ConditionTrue, reason: TaintWaiting,
+	}, {
+		name: "tainted, asked, failing, deadline passed: removed with a warning",
+		in: func() planInput {
+			in := tainted(gate)
+			in.now = t0.Add(10 * time.Minute)
+			res := failedPull(imgA, pullengine.ClassNotFound, t0)
+			in.engine[imgA] = backingOff(res)
+			return in
+		},
+		remove: true, status: metav1.ConditionFalse, reason: TaintDeadlineExceeded,
+		events: []string{"StartupTaintDeadline+node ns/gate"},
+	}, {
+		name: "removed by someone else while held",
+		in: func() planInput {
+			in := tainted(gate)
+			in.taint.onNode = false
+			in.conditions = prev(metav1.ConditionTrue, TaintWaiting)
+			return in
+		},
+		status: metav1.ConditionFalse, reason: TaintRemovedElsewhere,
+	}, {
+		name: "removed earlier (an agent restarted since): never again, nothing said",
+		in: func() planInput {
+			in := tainted(gate)
+			in.taint.onNode = false
+			in.conditions = prev(metav1.ConditionFalse, TaintDeadlineExceeded)
+			return in
+		},
+		status: metav1.ConditionFalse, reason: TaintDeadlineExceeded,
+	}, {
+		name: "a removal that failed is decided again",
+		in: func() planInput {
+			in := tainted(gate)
+			in.runtime = listed(imgA)
+			in.conditions = prev(metav1.ConditionTrue, TaintRemoveFailed)
+			return in
+		},
+		remove: true, status: metav1.ConditionFalse, reason: TaintRemoved,
+		events: []string{"StartupTaintRemoved+node"},
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			out := plan(tc.in())
+			if out.removeTaint != tc.remove {
+				t.Errorf("removeTaint %v, want %v", out.removeTaint, tc.remove)
+			}
+			c := meta.FindStatusCondition(out.status.Conditions, ConditionStartupTaint)
+			switch {
+			case c == nil && tc.reason != "":
+				t.Errorf("no StartupTaint condition, want %s %s", tc.status, tc.reason)
+			case c != nil && tc.reason == "":
+				t.Errorf("StartupTaint %s %s (%s), want none", c.Status, c.Reason, c.Message)
+			case c != nil && (c.Status != tc.status || c.Reason != tc.reason):
+				t.Errorf("StartupTaint %s %s (%s), want %s %s", c.Status, c.Reason, c.Message, tc.status, tc.reason)
+			}
+			if got := taintEvents(out.events); !slices.Equal(got, tc.events) {
+				t.Errorf("taint events %q, want %q", got, tc.events)
+			}
+			if tc.next > 0 && out.next > tc.next {
+				t.Errorf("next pass in %v, want at most %v", out.next, tc.next)
+			}
+		})
+	}
+}
+
+// TestPlanStartupTaintMessages checks what the condition and the deadline's
+// event name: the ImageWarms not warm, a few of them, and the deadline.
+func TestPlanStartupTaintMessages(t *testing.T) {
+	var warms []warmv1.ImageWarm
+	for _, name := range []string{"a", "b", "c", "d", "e"} {
+		warms = append(warms, holding(warm("ns", name, nil, imgA)))
+	}
+	in := tainted(warms...)
+	out := plan(in)
+	c := meta.FindStatusCondition(out.status.Conditions, ConditionStartupTaint)
+	want := "Holding taint warmer.dev/warming, at most until 2026-11-23T12:10:00Z, for ImageWarms ns/a, ns/b, ns/c and 2 more not warm yet"
+	if c == nil || c.Message != want {
+		t.Fatalf("condition %+v, want message %q", c, want)
+	}
+
+	// The next pass, at the deadline: the transition time moves, and the
+	// warning goes on the first ImageWarms and on the Node.
+	in.state, in.conditions, in.now = out.state, out.status.Conditions, t0.Add(10*time.Minute)
+	out = plan(in)
+	c = meta.FindStatusCondition(out.status.Conditions, ConditionStartupTaint)
+	if c == nil || !c.LastTransitionTime.Time.Equal(in.now) {
+		t.Errorf("condition %+v, want a transition at %v", c, in.now)
+	}
+	evs := taintEvents(out.events)
+	if len(evs) != 1 || !strings.HasPrefix(evs[0], "StartupTaintDeadline+node ns/a ns/b") {
+		t.Fatalf("events %q, want one deadline warning", evs)
+	}
+	if note := out.events[len(out.events)-1].note; !strings.Contains(note, "ImageWarms ns/a, ns/b, ns/c and 2 more not warm") {
+		t.Errorf("deadline note %q", note)
+	}
+}
+
+// taintEvents renders the taint's events as "Reason[+node] subject...".
+func taintEvents(events []agentEvent) []string {
+	var out []string
+	for _, e := range events {
+		if e.reason != ReasonStartupTaintRemoved && e.reason != ReasonStartupTaintDeadline {
+			continue
+		}
+		s := e.reason
+		if e.onNode {
+			s += "+node"
+		}
+		for _, nn := range e.subjects {
+			s += " " + nn.String()
+		}
+		if !e.warning && e.reason == ReasonStartupTaintDeadline {
+			s += " (not a warning)"
+		}
+		out = append(out, s)
+	}
+	return out
+}

@@ -1,0 +1,186 @@
+package e2e
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/test/testbed"
+)
+
+// TestRolloutWaves runs three real nodes, each reaching one registry
+// through its own proxy, whose request log tells the nodes apart and
+// times every request. With maxPulling 1 the nodes pull one after the
+// other, in their rollout order; a canary with a missing tag fails on one
+// node while no other asks the registry, and a fixed spec warms the fleet.
+func TestRolloutWaves(t *testing.T) {
+	const ns = "waves"
+	reg := testbed.StartRegistry(t, testbed.RegistryOptions{Name: "waves"})
+	nodes := []string{"node-1", "node-2", "node-3"}
+	proxies := map[string]*testbed.FaultProxy{}
+	for _, n := range nodes {
+		proxies[n] = testbed.StartFaultProxy(t, reg.Host)
+		// Slow blobs stretch each pull over seconds: pulls that ran
+		// together could not hide between two requests.
+		proxies[n].Set(testbed.Fault{Mode: testbed.FaultSlow, Paths: testbed.BlobPaths, Rate: 1 << 20})
+	}
+	labels := map[string]map[string]string{}
+	for _, n := range nodes {
+		labels[n] = map[string]string{"pool": "waves"}
+	}
+	f := testbed.StartFleet(t, labels, testbed.FleetOptions{Containerd: func(node string) []testbed.ContainerdOption {
+		return []testbed.ContainerdOption{testbed.WithMirror(reg.Host, proxies[node].Host)}
+	}})
+	f.Create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+
+	t.Run("maxPulling 1: one node pulls at a time, in rollout order", func(t *testing.T) {
+		app := reg.PushRandom(t, "waves/app:v1", testbed.ImageOptions{LayerSize: 1 << 20, Layers: 2})
+		iw := testbed.NewWarm(ns, "one-at-a-time", nil, app.Ref)
+		one := intstr.FromInt32(1)
+		iw.Spec.Rollout = &warmv1.Rollout{MaxPulling: &one}
+		f.Create(t, iw)
+		waitReady(t, f, ns, iw.Name)
+		spans := pullSpans(t, proxies, "/v2/waves/app/")
+		got := f.ImageWarm(t, ns, iw.Name)
+		want := rolloutOrder(got.UID, nodes)
+		checkOneAtATime(t, spans, want)
+		if r := got.Status.Rollout; r == nil || r.Admitted != 3 || r.Waiting != 0 {
+			t.Errorf("rollout status %+v, want 3 admitted, none waiting", r)
+		}
+	})
+
+	t.Run("a canary with a missing tag fails on one node only; a fixed spec warms the fleet", func(t *testing.T) {
+		iw := testbed.NewWarm(ns, "canary", nil, reg.Ref("waves/missing:v1"))
+		iw.Spec.Rollout = &warmv1.Rollout{Canary: true}
+		f.Create(t, iw)
+		canary := rolloutOrder(f.ImageWarm(t, ns, iw.Name).UID, nodes)[0]
+		testbed.Eventually(t, 90*time.Second, "Rollout False CanaryFailed", func() error {
+			c := meta.FindStatusCondition(f.ImageWarm(t, ns, iw.Name).Status.Conditions, warmv1.ConditionRollout)
+			if c == nil || c.Reason != "CanaryFailed" || c.Status != metav1.ConditionFalse {
+				return fmt.Errorf("Rollout %+v", c)
+			}
+			if !strings.Contains(c.Message, canary) || !strings.Contains(c.Message, "NotFound") {
+				return fmt.Errorf("the message does not name canary %s and NotFound: %s", canary, c.Message)
+			}
+			return nil
+		})
+		// Give the others time to ask, were they let through.
+		time.Sleep(5 * time.Second)
+		for _, n := range nodes {
+			asked := len(requestsFor(proxies[n], "/v2/waves/missing/"))
+			if n == canary && asked == 0 {
+				t.Errorf("the canary %s never asked the registry", n)
+			}
+			if n != canary && asked != 0 {
+				t.Errorf("%s asked the registry %d times for the missing tag; only the canary %s may", n, asked, canary)
+			}
+		}
+		if r := f.ImageWarm(t, ns, iw.Name).Status.Rollout; r == nil || r.Admitted != 1 || r.Waiting != 2 {
+			t.Errorf("rollout status %+v, want the canary admitted and 2 waiting", r)
+		}
+
+		fixed := reg.PushRandom(t, "waves/fixed:v1", testbed.ImageOptions{LayerSize: 1 << 20})
+		cur := f.ImageWarm(t, ns, iw.Name)
+		patch := client.MergeFrom(cur.DeepCopy())
+		cur.Spec.Images = []warmv1.ImageReference{warmv1.ImageReference(fixed.Ref)}
+		if err := f.CP.Client.Patch(t.Context(), cur, patch); err != nil {
+			t.Fatal(err)
+		}
+		waitReady(t, f, ns, iw.Name)
+		for _, n := range nodes {
+			if !f.Nodes[n].Present(t, fixed.Ref) {
+				t.Errorf("%s lacks %s after the fix", n, fixed.Ref)
+			}
+		}
+		c := meta.FindStatusCondition(f.ImageWarm(t, ns, iw.Name).Status.Conditions, warmv1.ConditionRollout)
+		if c == nil || c.Status != metav1.ConditionTrue {
+			t.Errorf("Rollout after the fix: %+v", c)
+		}
+	})
+}
+
+func waitReady(t *testing.T, f *testbed.Fleet, ns, name string) {
+	t.Helper()
+	if out, err := f.CP.Kubectl(t, "wait", "--for=condition=Ready", "imagewarm/"+name, "-n", ns, "--timeout=180s"); err != nil {
+		t.Fatalf("kubectl wait: %v\n%s\nstatus: %+v", err, out, f.ImageWarm(t, ns, name).Status)
+	}
+}
+
+// rolloutOrder is the nodes in the order an ImageWarm's rollout admits
+// them.
+func rolloutOrder(uid types.UID, nodes []string) []string {
+	out := slices.Clone(nodes)
+	slices.SortFunc(out, func(a, b string) int {
+		return cmp.Or(cmp.Compare(warmv1.RolloutPlace(uid, a), warmv1.RolloutPlace(uid, b)), strings.Compare(a, b))
+	})
+	return out
+}
+
+// span is when one node's requests for an image began and ended.
+type span struct {
+	node       string
+	start, end time.Time
+}
+
+func requestsFor(p *testbed.FaultProxy, prefix string) []testbed.ProxyRequest {
+	var out []testbed.ProxyRequest
+	for _, r := range p.Requests() {
+		if strings.HasPrefix(r.Path, prefix) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// pullSpans is each node's span of requests under prefix, by start.
+func pullSpans(t *testing.T, proxies map[string]*testbed.FaultProxy, prefix string) []span {
+	t.Helper()
+	var out []span
+	for node, p := range proxies {
+		reqs := requestsFor(p, prefix)
+		if len(reqs) == 0 {
+			t.Fatalf("%s never asked the registry for %s", node, prefix)
+		}
+		s := span{node: node, start: reqs[0].At}
+		for _, r := range reqs {
+			if r.Done.IsZero() {
+				t.Fatalf("%s: %s %s still under way", node, r.Method, r.Path)
+			}
+			if r.Done.After(s.end) {
+				s.end = r.Done
+			}
+		}
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b span) int { return a.start.Compare(b.start) })
+	return out
+}
+
+// checkOneAtATime checks that no two nodes' requests overlapped, and that
+// the nodes pulled in the order want.
+func checkOneAtATime(t *testing.T, spans []span, want []string) {
+	t.Helper()
+	var order []string
+	for i, s := range spans {
+		order = append(order, s.node)
+		t.Logf("%s pulled from +%v to +%v", s.node, s.start.Sub(spans[0].start), s.end.Sub(spans[0].start))
+		if i > 0 && s.start.Before(spans[i-1].end) {
+			t.Errorf("%s began pulling at +%v, before %s was done at +%v", s.node,
+				s.start.Sub(spans[0].start), spans[i-1].node, spans[i-1].end.Sub(spans[0].start))
+		}
+	}
+	if !slices.Equal(order, want) {
+		t.Errorf("nodes pulled in the order %v, want the rollout's %v", order, want)
+	}
+}
