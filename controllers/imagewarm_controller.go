@@ -108,5 +108,11 @@ func (r *ImageWarmReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		// parse will not parse on a retry either.
 		return ctrl.Result{}, reconcile.TerminalError(err)
 	}
-	return r.writeStatus(ctx, iw, status)
+	res, err := r.writeStatus(ctx, iw, status)
+	if err == nil && res.RequeueAfter == 0 && status.Rollout != nil && status.Rollout.Waiting > 0 {
+		// Waiting nodes may owe their wait to a node whose agent's
+		// grace runs out with no event to say so.
+		res.RequeueAfter = rolloutRecheck
+	}
+	return res, err
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,6 +28,28 @@ const (
 	// ConditionReasonCanaryFailed: the canary failed; the rollout stopped.
 	ConditionReasonCanaryFailed = "CanaryFailed"
 )
+
+// AgentGrace is how long a rollout waits for the first report of a
+// matching node that has no NodeWarm yet (its agent is starting, or the
+// node has none) before it passes over the node. Until then the node
+// takes a slot like a pulling one: an agent that comes up a moment after
+// the ImageWarm must not find itself admitted beside a full wave.
+const AgentGrace = time.Minute
+
+// rolloutRecheck is how often the controller looks at a rollout with
+// waiting nodes even when no report changes, so that a grace that ran
+// out frees its slot.
+const rolloutRecheck = 15 * time.Second
+
+// awaitingAgent is a node's outcome as its rollout sees it: a node with no
+// NodeWarm silent for less than AgentGrace since (see silentSince) counts
+// as pulling.
+func awaitingAgent(out nodeOutcome, since metav1.Time, now time.Time) nodeOutcome {
+	if out.state == nodeNoAgent && now.Sub(since.Time) < AgentGrace {
+		out.state = nodePulling
+	}
+	return out
+}
 
 // rolloutNode is one matching node in rollout order.
 type rolloutNode struct {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -148,5 +149,53 @@ func TestAggregateRollout(t *testing.T) {
 	}
 	if st.Rollout != nil || meta.FindStatusCondition(st.Conditions, warmv1.ConditionRollout) != nil {
 		t.Fatalf("without spec.rollout: rollout %+v, conditions %+v", st.Rollout, st.Conditions)
+	}
+}
+
+// TestRolloutAwaitsAgents: a matching node with no NodeWarm yet takes a
+// slot for AgentGrace, so an agent that starts a moment after the
+// ImageWarm does not pull beside a full wave; after the grace the
+// rollout passes over it.
+func TestRolloutAwaitsAgents(t *testing.T) {
+	const image = "registry.example/app:v9"
+	names := []string{"a", "b", "c"}
+	iw := rolloutWarm(1, num(1), false, nil)
+	iw.UID = "3f1c"
+	order := slices.Clone(names)
+	slices.SortFunc(order, func(a, b string) int {
+		return cmp.Compare(warmv1.RolloutPlace(iw.UID, a), warmv1.RolloutPlace(iw.UID, b))
+	})
+	var nodes []metav1.PartialObjectMetadata
+	var reports []warmv1.NodeWarm
+	for _, n := range names {
+		nodes = append(nodes, iwNodeMeta(n))
+		if n != order[0] { // the first in order has no agent yet
+			reports = append(reports, iwReport(n, iwWebAt(1), iwFailing(image, warmv1.ImageQueued, "WaitingForRollout", "")))
+		}
+	}
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name              string
+		silent            time.Duration
+		bound             int64
+		admitted, waiting int32
+	}{
+		{"within the grace the silent node holds the slot", AgentGrace - time.Second, int64(warmv1.RolloutPlace(iw.UID, order[0])) + 1, 1, 2},
+		{"after the grace the next node gets it", AgentGrace, int64(warmv1.RolloutPlace(iw.UID, order[1])) + 1, 2, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := iw.DeepCopy()
+			seen := metav1.NewTime(now.Add(-c.silent))
+			w.Status.ObservedGeneration, w.Status.ObservedGenerationTime = w.Generation, &seen
+			f := newFleet(nodes, reports)
+			f.now = now
+			st, err := aggregateStatus(w, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := st.Rollout; r == nil || r.AdmittedBelow != c.bound || r.Admitted != c.admitted || r.Waiting != c.waiting {
+				t.Fatalf("rollout %+v, want bound %d, %d admitted, %d waiting", r, c.bound, c.admitted, c.waiting)
+			}
+		})
 	}
 }

@@ -74,9 +74,11 @@ func aggregateStatus(iw *warmv1.ImageWarm, f *fleet) (warmv1.ImageWarmStatus, er
 		if !sel.Matches(labels.Set(n.Labels)) {
 			continue
 		}
-		out := t.addNode(n.Name, silentSince(seen, n), f.reports[n.Name])
+		since := silentSince(seen, n)
+		out := t.addNode(n.Name, since, f.reports[n.Name])
 		if iw.Spec.Rollout != nil {
-			waves = append(waves, rolloutNode{name: n.Name, place: int64(warmv1.RolloutPlace(iw.UID, n.Name)), outcome: out})
+			waves = append(waves, rolloutNode{name: n.Name, place: int64(warmv1.RolloutPlace(iw.UID, n.Name)),
+				outcome: awaitingAgent(out, since, f.now)})
 		}
 	}
 	st := warmv1.ImageWarmStatus{
