@@ -11,7 +11,9 @@ import "k8s.io/apimachinery/pkg/util/intstr"
 // ImageWarm's UID and the node's name: the controller admits nodes in that
 // order and publishes how far it went in status.rollout; each agent works
 // out from that one field whether its node is admitted. A node that
-// joins later with a place below the bound pulls at once.
+// joins later with a place below the bound pulls at once. A matching node
+// whose agent has not reported yet holds a slot for a minute; after that
+// the rollout passes over it.
 //
 // +kubebuilder:validation:XValidation:rule="has(self.maxPulling) || (has(self.canary) && self.canary)",message="rollout must set maxPulling, canary: true, or both"
 type Rollout struct {
