@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -40,32 +41,42 @@ import (
 // pull on this machine's containerd (docs/performance.md).
 const scalePullLatency = 150 * time.Millisecond
 
-// scaleCase is one fleet run: n simulated nodes, one ImageWarm of images.
-type scaleCase struct{ n, images int }
+// scaleCase is one fleet run: n simulated nodes, one ImageWarm of images,
+// with spec.rollout.maxPulling wave when wave is above zero.
+type scaleCase struct{ n, images, wave int }
 
 // scaleCases are the runs BENCH_SCALE asks for, comma separated, each N
-// (ten images) or NxI (I images): by default 100, under BENCH_FULL=1
-// 100, 300 and 1,000 nodes with ten images and 1,000 with a hundred.
+// (ten images) or NxI (I images), optionally followed by wW (waves of at
+// most W nodes pulling): by default 100, under BENCH_FULL=1 100, 300 and
+// 1,000 nodes with ten images, 1,000 with a hundred, and 1,000 with ten
+// in waves of 100.
 func scaleCases(b *testing.B) []scaleCase {
 	b.Helper()
 	spec := os.Getenv("BENCH_SCALE")
 	if spec == "" {
 		spec = "100"
 		if full() {
-			spec = "100,300,1000,1000x100"
+			spec = "100,300,1000,1000x100,1000w100"
 		}
 	}
 	var out []scaleCase
 	for _, f := range strings.Split(spec, ",") {
-		nodes, images, found := strings.Cut(strings.TrimSpace(f), "x")
+		fleet, wave, waves := strings.Cut(strings.TrimSpace(f), "w")
+		nodes, images, found := strings.Cut(fleet, "x")
 		c := scaleCase{images: 10}
 		var err error
 		c.n, err = strconv.Atoi(nodes)
 		if found && err == nil {
 			c.images, err = strconv.Atoi(images)
 		}
+		if waves && err == nil {
+			c.wave, err = strconv.Atoi(wave)
+			if c.wave < 1 {
+				err = fmt.Errorf("waves of %d", c.wave)
+			}
+		}
 		if err != nil || c.n < 1 || c.images < 1 || c.images > warmv1.MaxImagesPerWarm {
-			b.Fatalf("BENCH_SCALE=%q: %q is not a fleet (N or NxImages)", spec, f)
+			b.Fatalf("BENCH_SCALE=%q: %q is not a fleet (N, NxImages, either followed by wMaxPulling)", spec, f)
 		}
 		out = append(out, c)
 	}
@@ -89,7 +100,11 @@ func BenchmarkScale(b *testing.B) {
 		b.Logf("raising the open-file limit: %v", err)
 	}
 	for _, c := range scaleCases(b) {
-		b.Run(fmt.Sprintf("images=%d/N=%d", c.images, c.n), func(b *testing.B) {
+		name := fmt.Sprintf("images=%d/N=%d", c.images, c.n)
+		if c.wave > 0 {
+			name += fmt.Sprintf("/maxPulling=%d", c.wave)
+		}
+		b.Run(name, func(b *testing.B) {
 			for b.Loop() {
 				runScale(b, c)
 			}
@@ -119,6 +134,8 @@ type scaleResult struct {
 	// and fairness's rejections by priority level and reason.
 	refusals   map[string]float64
 	flowSchema bool // the agents ran in config/flowcontrol's priority level
+	// peakPulling is the most nodes that pulled one image at once.
+	peakPulling int
 }
 
 func runScale(b *testing.B, c scaleCase) {
@@ -152,8 +169,9 @@ func runScale(b *testing.B, c scaleCase) {
 	}
 	// BENCH_SCALE_NO_EVENTS=1: agents without events, an experiment to
 	// tell what events cost (docs/performance.md).
+	gauge := scale.NewPullGauge()
 	fleet, err := scale.Start(scale.Options{Config: agentCfg, Scheme: testbed.Scheme(), PullLatency: scalePullLatency,
-		NoEvents: os.Getenv("BENCH_SCALE_NO_EVENTS") == "1"}, names)
+		NoEvents: os.Getenv("BENCH_SCALE_NO_EVENTS") == "1", Gauge: gauge}, names)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -172,6 +190,10 @@ func runScale(b *testing.B, c scaleCase) {
 		refs[i] = fmt.Sprintf("127.0.0.1:5000/scale/app%d:v1", i)
 	}
 	iw := testbed.NewWarm("default", "fleet", nil, refs...)
+	if c.wave > 0 {
+		wave := intstr.FromInt(c.wave)
+		iw.Spec.Rollout = &warmv1.Rollout{MaxPulling: &wave}
+	}
 	start := time.Now()
 	if err := cp.Client.Create(ctx, iw); err != nil {
 		b.Fatal(err)
@@ -230,6 +252,7 @@ func runScale(b *testing.B, c scaleCase) {
 	r.throttled = sumSamples(after, "apiserver_request_total", `code="429"`) - sumSamples(before, "apiserver_request_total", `code="429"`)
 	r.rejected = sumSamples(after, "apiserver_flowcontrol_rejected_requests_total") - sumSamples(before, "apiserver_flowcontrol_rejected_requests_total")
 	r.refusals = refusals(before, after)
+	r.peakPulling = gauge.Peak()
 	if err := cp.Client.Get(ctx, types.NamespacedName{Namespace: "default", Name: "fleet"}, iw); err != nil {
 		b.Fatal(err)
 	}
@@ -489,6 +512,11 @@ func reportScale(b *testing.B, r scaleResult) {
 		r.n, r.images, scalePullLatency, r.flowSchema)
 	fmt.Fprintf(w, "last pull %.2fs, ImageWarm Ready %.2fs (%.2fs after the last pull); status %d bytes; window %.0fs\n",
 		r.pulled.Seconds(), r.ready.Seconds(), lag.Seconds(), r.statusBytes, r.window.Seconds())
+	wave := "no rollout bound"
+	if r.wave > 0 {
+		wave = fmt.Sprintf("rollout maxPulling %d", r.wave)
+	}
+	fmt.Fprintf(w, "most nodes pulling one image at once: %d (%s)\n", r.peakPulling, wave)
 	fmt.Fprintf(w, "API server: %.0f answers 429, %.0f requests rejected by priority and fairness\n", r.throttled, r.rejected)
 	for _, k := range slices.Sorted(maps.Keys(r.refusals)) {
 		fmt.Fprintf(w, "  %s: %.0f\n", k, r.refusals[k])
@@ -516,6 +544,7 @@ func reportScale(b *testing.B, r scaleResult) {
 	b.ReportMetric(r.pulled.Seconds(), "pulled-s")
 	b.ReportMetric(lag.Seconds(), "ready-after-pull-s")
 	b.ReportMetric(r.throttled, "answers-429")
+	b.ReportMetric(float64(r.peakPulling), "peak-pulling")
 	b.ReportMetric(total, "api-writes")
 	b.ReportMetric(r.nodeWarmWritesTotal/float64(r.n), "nw-writes/node")
 	b.ReportMetric(total/float64(r.n), "writes/node")

@@ -34,6 +34,8 @@ type Options struct {
 	// NoEvents leaves the agents without an event recorder: an
 	// experiment, to tell what events cost the API server.
 	NoEvents bool
+	// Gauge, if set, counts every runtime's pulls in flight.
+	Gauge *PullGauge
 }
 
 // Fleet is a set of running simulated agents.
@@ -97,6 +99,7 @@ func newAgent(opts Options, node string) (ctrl.Manager, *FakeRuntime, error) {
 		return nil, nil, err
 	}
 	rt := NewFakeRuntime(opts.PullLatency, 20<<20)
+	rt.Gauge = opts.Gauge
 	var rec recorder.EventRecorder
 	if !opts.NoEvents {
 		rec = mgr.GetEventRecorder("warmer-agent")

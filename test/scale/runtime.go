@@ -23,6 +23,9 @@ type FakeRuntime struct {
 	PullLatency time.Duration
 	// ImageSize is the size every pulled image reports.
 	ImageSize uint64
+	// Gauge, if set, counts this runtime's pulls in flight with the
+	// rest of the fleet's.
+	Gauge *PullGauge
 
 	mu       sync.Mutex
 	images   map[string]*runtimeapi.Image // by reference
@@ -57,6 +60,9 @@ func (f *FakeRuntime) ImageStatus(_ context.Context, ref string) (*runtimeapi.Im
 
 // PullImage waits PullLatency (or until ctx ends), then holds the image.
 func (f *FakeRuntime) PullImage(ctx context.Context, ref string, _ *runtimeapi.AuthConfig) (string, error) {
+	key := normalise(ref)
+	f.Gauge.begin(key)
+	defer f.Gauge.end(key)
 	t := time.NewTimer(f.PullLatency)
 	defer t.Stop()
 	select {
@@ -64,7 +70,6 @@ func (f *FakeRuntime) PullImage(ctx context.Context, ref string, _ *runtimeapi.A
 		return "", ctx.Err()
 	case <-t.C:
 	}
-	key := normalise(ref)
 	sum := sha256.Sum256([]byte(key))
 	digest := "sha256:" + hex.EncodeToString(sum[:])
 	img := &runtimeapi.Image{Id: digest, RepoTags: []string{key}, Size: f.ImageSize}

@@ -45,6 +45,9 @@ var targets = []target{
 	{"BenchmarkScale/", "status-B", 8192},
 	{"BenchmarkScale/images=10/", "nw-writes/node", 10 + 2}, // images + 2
 	{"BenchmarkScale/images=100/", "nw-writes/node", 100 + 2},
+	// Waves: no more nodes pull one image at once than the rollout's
+	// maxPulling (issue 12).
+	{"BenchmarkScale/images=10/N=1000/maxPulling=100", "peak-pulling", 100},
 	// Status budgets (api/v1alpha1/limits.go): an ImageWarm of 100 images
 	// at any node count, and a NodeWarm's bytes per image.
 	{"BenchmarkImageWarmStatusSize/", "status-B", 8192},
