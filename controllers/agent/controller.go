@@ -159,30 +159,31 @@ func (a *NodeAgent) SetupWithManager(mgr ctrl.Manager) error {
 
 // resolvedChanged passes updates of an ImageWarm whose resolved images
 // (status.resolved, by hash) changed.
-var resolvedChanged = predicate.Funcs{
-	CreateFunc:  func(event.CreateEvent) bool { return false },
-	DeleteFunc:  func(event.DeleteEvent) bool { return false },
-	GenericFunc: func(event.GenericEvent) bool { return false },
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		o, ok1 := e.ObjectOld.(*warmv1.ImageWarm)
-		n, ok2 := e.ObjectNew.(*warmv1.ImageWarm)
-		return ok1 && ok2 && o.ResolvedHash() != n.ResolvedHash()
-	},
-}
+var resolvedChanged = warmUpdated(func(o, n *warmv1.ImageWarm) bool {
+	return o.ResolvedHash() != n.ResolvedHash()
+})
 
 // rolloutChanged passes updates of an ImageWarm whose rollout bound, or
 // the spec it is for, changed; its counts alone do not. Every node takes a
 // pass on a new bound, though only the newly admitted have work: telling
 // them apart here would cost the hash on every event for little.
-var rolloutChanged = predicate.Funcs{
-	CreateFunc:  func(event.CreateEvent) bool { return false },
-	DeleteFunc:  func(event.DeleteEvent) bool { return false },
-	GenericFunc: func(event.GenericEvent) bool { return false },
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		o, ok1 := e.ObjectOld.(*warmv1.ImageWarm)
-		n, ok2 := e.ObjectNew.(*warmv1.ImageWarm)
-		return ok1 && ok2 && !rolloutEqual(o.Status.Rollout, n.Status.Rollout)
-	},
+var rolloutChanged = warmUpdated(func(o, n *warmv1.ImageWarm) bool {
+	return !rolloutEqual(o.Status.Rollout, n.Status.Rollout)
+})
+
+// warmUpdated passes the updates of an ImageWarm for which changed, given
+// the old and the new object, says true; nothing else.
+func warmUpdated(changed func(o, n *warmv1.ImageWarm) bool) predicate.Funcs {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, ok1 := e.ObjectOld.(*warmv1.ImageWarm)
+			n, ok2 := e.ObjectNew.(*warmv1.ImageWarm)
+			return ok1 && ok2 && changed(o, n)
+		},
+	}
 }
 
 // rolloutEqual compares what of a rollout decides admission.
