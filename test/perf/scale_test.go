@@ -185,15 +185,7 @@ func runScale(b *testing.B, c scaleCase) {
 
 	before := apiMetrics(b, cp.Config)
 	ctrlBefore, simBefore := readProc(b, ctrlProc.Pid()), readProc(b, os.Getpid())
-	refs := make([]string, c.images)
-	for i := range refs {
-		refs[i] = fmt.Sprintf("127.0.0.1:5000/scale/app%d:v1", i)
-	}
-	iw := testbed.NewWarm("default", "fleet", nil, refs...)
-	if c.wave > 0 {
-		wave := intstr.FromInt(c.wave)
-		iw.Spec.Rollout = &warmv1.Rollout{MaxPulling: &wave}
-	}
+	iw := fleetWarm(c)
 	start := time.Now()
 	if err := cp.Client.Create(ctx, iw); err != nil {
 		b.Fatal(err)
@@ -260,6 +252,21 @@ func runScale(b *testing.B, c scaleCase) {
 	r.statusBytes = len(raw)
 	r.nodeWarmBytes = nodeWarmBytes(b, cp)
 	reportScale(b, r)
+}
+
+// fleetWarm is the run's ImageWarm, default/fleet: c.images images on
+// every node, in waves of c.wave when it is set.
+func fleetWarm(c scaleCase) *warmv1.ImageWarm {
+	refs := make([]string, c.images)
+	for i := range refs {
+		refs[i] = fmt.Sprintf("127.0.0.1:5000/scale/app%d:v1", i)
+	}
+	iw := testbed.NewWarm("default", "fleet", nil, refs...)
+	if c.wave > 0 {
+		wave := intstr.FromInt(c.wave)
+		iw.Spec.Rollout = &warmv1.Rollout{MaxPulling: &wave}
+	}
+	return iw
 }
 
 // lastPull is when the last of the fleet's pulls completed, once every
