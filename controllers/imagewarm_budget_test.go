@@ -9,34 +9,18 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/test/testbed"
 )
 
 // The ImageWarm status's size budget (api/v1alpha1/limits.go), measured on
 // what the fold writes.
-
-// budgetRefs are n distinct references of the lengths people write, 47
-// characters on average (the agent's budget test uses the same forms).
-func budgetRefs(n int) []string {
-	forms := []string{
-		"docker.io/library/nginx-%02d:1.27.3",
-		"registry.example.com/team/service-%02d:v1.2.3",
-		"ghcr.io/example-org/api-gateway-%02d:2025.11.3",
-		"123456789012.dkr.ecr.eu-west-1.amazonaws.com/payments/ledger-%02d:v3.14.2",
-		"quay.io/prometheus/node-exporter-%02d:v1.8.2",
-	}
-	refs := make([]string, n)
-	for i := range refs {
-		refs[i] = fmt.Sprintf(forms[i%len(forms)], i)
-	}
-	return refs
-}
 
 // budgetFleet is an ImageWarm of 100 images over n nodes with long cloud
 // names. failing says which nodes fail which image (with a message at the
 // schema's longest), lacking which images a node has yet to pull; every
 // other image is present.
 func budgetFleet(n int, failing, lacking func(node, image int) bool) (*warmv1.ImageWarm, *fleet) {
-	refs := budgetRefs(warmv1.MaxImagesPerWarm)
+	refs := testbed.RealisticRefs(warmv1.MaxImagesPerWarm)
 	iw := iwNewWarm(1, nil, refs...)
 	msg := strings.Repeat("failed to pull and unpack image 'x': failed to resolve reference: unexpected status 401 Unauthorized ", 3)[:warmv1.MaxNodeMessageLength]
 	nodes := make([]metav1.PartialObjectMetadata, n)

@@ -9,28 +9,11 @@ import (
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/pkg/pullengine"
+	"github.com/warmer-dev/warmer/test/testbed"
 )
 
 // The NodeWarm's size budget (api/v1alpha1/limits.go), measured on what the
 // planner writes.
-
-// budgetRefs are n distinct references of the lengths people write: Docker
-// Hub, a company registry, GitHub's, ECR's long host and quay, 47
-// characters on average.
-func budgetRefs(n int) []string {
-	forms := []string{
-		"docker.io/library/nginx-%02d:1.27.3",
-		"registry.example.com/team/service-%02d:v1.2.3",
-		"ghcr.io/example-org/api-gateway-%02d:2025.11.3",
-		"123456789012.dkr.ecr.eu-west-1.amazonaws.com/payments/ledger-%02d:v3.14.2",
-		"quay.io/prometheus/node-exporter-%02d:v1.8.2",
-	}
-	refs := make([]string, n)
-	for i := range refs {
-		refs[i] = fmt.Sprintf(forms[i%len(forms)], i)
-	}
-	return refs
-}
 
 // budgetDigest is a distinct digest per image.
 func budgetDigest(i int) string {
@@ -78,7 +61,7 @@ func nodeWarmBytes(t testing.TB, st warmv1.NodeWarmStatus) (int, float64) {
 // present and while they are being pulled; and that a present image's
 // entry still says what an operator needs: state, digest and who wants it.
 func TestNodeWarmBudget(t *testing.T) {
-	refs := budgetRefs(warmv1.MaxImagesPerWarm)
+	refs := testbed.RealisticRefs(warmv1.MaxImagesPerWarm)
 	for _, c := range []struct {
 		name  string
 		state func(int) warmv1.ImageState
@@ -109,7 +92,7 @@ func TestNodeWarmBudget(t *testing.T) {
 // TestNodeWarmFailingEntry shows what a failing image costs: its message
 // and transition time are kept, in plain text, within the schema's bounds.
 func TestNodeWarmFailingEntry(t *testing.T) {
-	refs := budgetRefs(10)
+	refs := testbed.RealisticRefs(10)
 	st := plan(budgetInput(refs, func(int) warmv1.ImageState { return warmv1.ImageBackOff })).status
 	for _, img := range st.Images {
 		if img.State != warmv1.ImageBackOff || img.Reason != "NotFound" || img.LastTransitionTime == nil ||
@@ -125,7 +108,7 @@ func TestNodeWarmFailingEntry(t *testing.T) {
 // 100 present images (make bench's "B/image" row); it measures size, not
 // time.
 func BenchmarkNodeWarmSize(b *testing.B) {
-	refs := budgetRefs(warmv1.MaxImagesPerWarm)
+	refs := testbed.RealisticRefs(warmv1.MaxImagesPerWarm)
 	in := budgetInput(refs, func(int) warmv1.ImageState { return warmv1.ImagePresent })
 	var perImage float64
 	for b.Loop() {
