@@ -12,14 +12,11 @@
 # nothing. Progress goes to stderr; stdout carries only the folder.
 set -euo pipefail
 
-K8S_VERSION="${K8S_VERSION:-v1.37.1}"
-ETCD_VERSION="${ETCD_VERSION:-v3.7.3}"
-CACHE_ROOT="${WARMER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/warmer}"
-DEST="${1:-$CACHE_ROOT/envtest/k8s-$K8S_VERSION-etcd-$ETCD_VERSION}"
-
 LOG_PREFIX=envtest-assets
 # shellcheck source=hack/lib/gobuild.sh
 . "$(dirname "$0")/lib/gobuild.sh"
+CACHE_ROOT="${WARMER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/warmer}"
+DEST="${1:-$CACHE_ROOT/envtest/k8s-$K8S_VERSION-etcd-$ETCD_VERSION}"
 command -v go >/dev/null || { say "go is not on PATH"; exit 1; }
 
 mkdir -p "$DEST"
@@ -29,23 +26,16 @@ tmp="$(mktemp -d "${TMPDIR:-/tmp}/warmer-assets.XXXXXX")"
 trap '[ -n "${KEEP_TMP:-}" ] || rm -rf "$tmp"' EXIT
 
 build_k8s_cmd() { # kube-apiserver | kubectl
-	[ -f "$tmp/k8s/go.mod" ] || k8s_module "$tmp/k8s"
+	[ -f "$tmp/bed/go.mod" ] || bed_module "$tmp/bed"
 	say "building $1 $K8S_VERSION (a few minutes on a cold cache)"
-	(cd "$tmp/k8s" && go build -trimpath -ldflags "$K8S_LDFLAGS" -o "$DEST/.$1.new" "k8s.io/kubernetes/cmd/$1")
+	(cd "$tmp/bed" && timed go build -trimpath -ldflags "$K8S_LDFLAGS" -o "$DEST/.$1.new" "k8s.io/kubernetes/cmd/$1")
 	mv -f "$DEST/.$1.new" "$DEST/$1"
 }
 
 build_etcd() {
-	local mod
-	mod="$(gomod_of "go.etcd.io/etcd/server/v3@$ETCD_VERSION")"
-	[ -s "$mod" ] || { say "cannot fetch go.mod of go.etcd.io/etcd/server/v3@$ETCD_VERSION"; exit 1; }
-	mkdir -p "$tmp/etcd"
-	# etcd's own go.mod has replace directives, so `go install pkg@version` is
-	# refused; a module that lists it as a tool builds it.
-	printf 'module warmer.local/etcd-assets\ngo %s\nrequire go.etcd.io/etcd/server/v3 %s\ntool go.etcd.io/etcd/server/v3\n' \
-		"$(awk '$1 == "go" {print $2; exit}' "$mod")" "$ETCD_VERSION" >"$tmp/etcd/go.mod"
+	[ -f "$tmp/bed/go.mod" ] || bed_module "$tmp/bed"
 	say "building etcd $ETCD_VERSION"
-	(cd "$tmp/etcd" && go build -trimpath -ldflags "-s -w" -o "$DEST/.etcd.new" go.etcd.io/etcd/server/v3)
+	(cd "$tmp/bed" && timed go build -trimpath -ldflags "-s -w" -o "$DEST/.etcd.new" "$ETCD_MODULE")
 	mv -f "$DEST/.etcd.new" "$DEST/etcd"
 }
 

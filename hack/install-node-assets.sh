@@ -14,14 +14,11 @@
 # carries only the folder.
 set -euo pipefail
 
-K8S_VERSION="${K8S_VERSION:-v1.37.1}"
-CONTAINERD_VERSION="${CONTAINERD_VERSION:-v2.4.2}"
-CACHE_ROOT="${WARMER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/warmer}"
-DEST="${1:-$CACHE_ROOT/node/k8s-$K8S_VERSION-containerd-$CONTAINERD_VERSION}"
-
 LOG_PREFIX=node-assets
 # shellcheck source=hack/lib/gobuild.sh
 . "$(dirname "$0")/lib/gobuild.sh"
+CACHE_ROOT="${WARMER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/warmer}"
+DEST="${1:-$CACHE_ROOT/node/k8s-$K8S_VERSION-containerd-$CONTAINERD_VERSION}"
 command -v go >/dev/null || { say "go is not on PATH"; exit 1; }
 
 mkdir -p "$DEST"
@@ -41,28 +38,28 @@ for cmd in kubelet kube-controller-manager kube-scheduler; do
 	fi
 done
 if [ ${#k8s[@]} -gt 0 ]; then
-	k8s_module "$tmp/k8s"
+	[ -f "$tmp/bed/go.mod" ] || bed_module "$tmp/bed"
 	say "building ${k8s[*]} $K8S_VERSION (several minutes on a cold cache)"
 	mkdir -p "$tmp/out"
-	(cd "$tmp/k8s" && go build -p 2 -trimpath -ldflags "$K8S_LDFLAGS" -o "$tmp/out/" \
+	(cd "$tmp/bed" && timed go build -p 2 -trimpath -ldflags "$K8S_LDFLAGS" -o "$tmp/out/" \
 		"${k8s[@]/#/k8s.io/kubernetes/cmd/}")
 	for cmd in "${k8s[@]}"; do mv -f "$tmp/out/$cmd" "$DEST/$cmd"; done
 fi
 
-# containerd's own module has no replace directives, so `go install` builds
-# it straight from the proxy. The tags leave out snapshotters that need cgo.
-if version_has "$DEST/containerd" "containerd github.com/containerd/containerd/v2 $CONTAINERD_VERSION" --version &&
+# The tags leave out snapshotters that need cgo.
+if version_has "$DEST/containerd" "containerd $CONTAINERD_MODULE $CONTAINERD_VERSION" --version &&
 	[ -x "$DEST/containerd-shim-runc-v2" ] && [ -x "$DEST/ctr" ]; then
 	say "containerd $CONTAINERD_VERSION present"
 else
+	[ -f "$tmp/bed/go.mod" ] || bed_module "$tmp/bed"
 	say "building containerd, containerd-shim-runc-v2 and ctr $CONTAINERD_VERSION"
-	mod=github.com/containerd/containerd/v2
+	mkdir -p "$tmp/bin"
 	# The version line containerd prints comes from these; without them it
 	# says "2.4.2+unknown".
-	(GOFLAGS= GOBIN="$tmp/bin" go install -p 2 -trimpath -tags no_btrfs,no_devmapper,no_zfs \
-		-ldflags "-s -w -X $mod/version.Version=$CONTAINERD_VERSION" \
-		"$mod/cmd/containerd@$CONTAINERD_VERSION" "$mod/cmd/containerd-shim-runc-v2@$CONTAINERD_VERSION" \
-		"$mod/cmd/ctr@$CONTAINERD_VERSION")
+	(cd "$tmp/bed" && timed go build -p 2 -trimpath -tags no_btrfs,no_devmapper,no_zfs \
+		-ldflags "-s -w -X $CONTAINERD_MODULE/version.Version=$CONTAINERD_VERSION" -o "$tmp/bin/" \
+		"$CONTAINERD_MODULE/cmd/containerd" "$CONTAINERD_MODULE/cmd/containerd-shim-runc-v2" \
+		"$CONTAINERD_MODULE/cmd/ctr")
 	# containerd last: its version is what marks the set complete.
 	for cmd in containerd-shim-runc-v2 ctr containerd; do mv -f "$tmp/bin/$cmd" "$DEST/$cmd"; done
 fi
