@@ -12,7 +12,12 @@ GOLANGCI_LINT_VERSION ?= v2.15.0
 GOLANGCI_LINT := $(WARMER_CACHE)/bin/golangci-lint-$(GOLANGCI_LINT_VERSION)
 CONTROLLER_GEN := go tool controller-gen
 
-GO_TEST_FLAGS ?= -race -count=1 -timeout=30m
+# -p 4 on a 2-core machine: most test binaries spend their time waiting on
+# real processes (kube-apiserver, containerd, a kubelet), and the real-node
+# tests take turns on one lock, each holding a slot while it waits. Four at
+# once took make test from 896 s to 621 s warm here, with the CPU still
+# idle a third of the time.
+GO_TEST_FLAGS ?= -race -count=1 -timeout=30m -p 4
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 FUZZTIME ?= 5s
