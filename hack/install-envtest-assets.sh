@@ -26,14 +26,14 @@ tmp="$(mktemp -d "${TMPDIR:-/tmp}/warmer-assets.XXXXXX")"
 trap '[ -n "${KEEP_TMP:-}" ] || rm -rf "$tmp"' EXIT
 
 build_k8s_cmd() { # kube-apiserver | kubectl
-	[ -f "$tmp/bed/go.mod" ] || bed_module "$tmp/bed"
+	bed_module "$tmp/bed"
 	say "building $1 $K8S_VERSION (a few minutes on a cold cache)"
 	(cd "$tmp/bed" && timed go build -trimpath -ldflags "$K8S_LDFLAGS" -o "$DEST/.$1.new" "k8s.io/kubernetes/cmd/$1")
 	mv -f "$DEST/.$1.new" "$DEST/$1"
 }
 
 build_etcd() {
-	[ -f "$tmp/bed/go.mod" ] || bed_module "$tmp/bed"
+	bed_module "$tmp/bed"
 	say "building etcd $ETCD_VERSION"
 	(cd "$tmp/bed" && timed go build -trimpath -ldflags "-s -w" -o "$DEST/.etcd.new" "$ETCD_MODULE")
 	mv -f "$DEST/.etcd.new" "$DEST/etcd"

@@ -38,7 +38,7 @@ for cmd in kubelet kube-controller-manager kube-scheduler; do
 	fi
 done
 if [ ${#k8s[@]} -gt 0 ]; then
-	[ -f "$tmp/bed/go.mod" ] || bed_module "$tmp/bed"
+	bed_module "$tmp/bed"
 	say "building ${k8s[*]} $K8S_VERSION (several minutes on a cold cache)"
 	mkdir -p "$tmp/out"
 	(cd "$tmp/bed" && timed go build -p 2 -trimpath -ldflags "$K8S_LDFLAGS" -o "$tmp/out/" \
@@ -51,7 +51,7 @@ if version_has "$DEST/containerd" "containerd $CONTAINERD_MODULE $CONTAINERD_VER
 	[ -x "$DEST/containerd-shim-runc-v2" ] && [ -x "$DEST/ctr" ]; then
 	say "containerd $CONTAINERD_VERSION present"
 else
-	[ -f "$tmp/bed/go.mod" ] || bed_module "$tmp/bed"
+	bed_module "$tmp/bed"
 	say "building containerd, containerd-shim-runc-v2 and ctr $CONTAINERD_VERSION"
 	mkdir -p "$tmp/bin"
 	# The version line containerd prints comes from these; without them it

@@ -8,7 +8,8 @@
 #   gomod_of MODULE@VERSION         path of that version's downloaded go.mod
 #   bed_module DIR                  a throwaway module in DIR that requires
 #                                   every program the bed builds (below);
-#                                   sets K8S_LDFLAGS for `go build -ldflags`
+#                                   sets K8S_LDFLAGS for `go build -ldflags`;
+#                                   a second call for DIR does nothing
 #   timed COMMAND...                runs COMMAND, then says how long it took
 #
 # The versions of what the bed builds are set here, once. Every install
@@ -56,6 +57,7 @@ timed() { # command...
 
 bed_module() { # dir
 	local dir=$1 minor staging mod info stamp ldflags pkg required
+	[ ! -f "$dir/go.mod" ] || return 0
 	minor="${K8S_VERSION#v1.}"; minor="${minor%%.*}"
 	staging="v0.${K8S_VERSION#v1.}"
 	mod="$(gomod_of "k8s.io/kubernetes@$K8S_VERSION")"
