@@ -65,7 +65,8 @@ type classRule struct {
 
 // messageRules are tried in order, on the lower-cased message. containerd
 // reports most failures with code Unknown, so the message is what tells
-// them apart (see TESTBED.md). Order matters: a platform mismatch also says
+// them apart (see testdata/cri-pull-errors.txt, containerd's answers
+// captured on the test bed). Order matters: a platform mismatch also says
 // "not found", a 401 during resolution also says "failed to resolve".
 var messageRules = []classRule{
 	{ClassInvalidImageName, []string{"invalid reference format", "failed to parse image reference"}},
