@@ -13,7 +13,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
-	"github.com/warmer-dev/warmer/controllers"
+	"github.com/warmer-dev/warmer/controllers/imagewarm"
 )
 
 // controllerFlags are the status controller's settings.
@@ -132,12 +132,12 @@ func runController(args []string, help io.Writer) error {
 		LeaseDuration:                 ptr(f.lease.duration),
 		RenewDeadline:                 ptr(f.lease.renewDeadline),
 		RetryPeriod:                   ptr(f.lease.retryPeriod),
-		Cache:                         controllers.CacheOptions(kinds),
+		Cache:                         imagewarm.CacheOptions(kinds),
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
-	r := &controllers.ImageWarmReconciler{Client: mgr.GetClient(), MinWriteInterval: f.minWriteInterval, WatchedKinds: kinds}
+	r := &imagewarm.Reconciler{Client: mgr.GetClient(), MinWriteInterval: f.minWriteInterval, WatchedKinds: kinds}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the controller: %w", err)
 	}

@@ -1,4 +1,4 @@
-package controllers
+package imagewarm
 
 import (
 	"encoding/json"
@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
-	"github.com/warmer-dev/warmer/controllers/workloads"
+	"github.com/warmer-dev/warmer/controllers/imagewarm/workloads"
 )
 
 // resolvedSlack is what imagesFrom may add to an ImageWarm's size beside

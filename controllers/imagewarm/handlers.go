@@ -1,4 +1,4 @@
-package controllers
+package imagewarm
 
 import (
 	"context"
@@ -61,7 +61,7 @@ func reportUnchanged(oldObj, newObj client.Object) bool {
 // nodeHandler enqueues the ImageWarms whose selector matches a Node that
 // came, went or changed labels, by its labels before and after. Other Node
 // changes (status, heartbeats) enqueue nothing.
-func (r *ImageWarmReconciler) nodeHandler() handler.EventHandler {
+func (r *Reconciler) nodeHandler() handler.EventHandler {
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q requestQueue) {
 			r.enqueueSelecting(ctx, q, e.Object.GetLabels())
@@ -81,7 +81,7 @@ func (r *ImageWarmReconciler) nodeHandler() handler.EventHandler {
 // enqueueSelecting enqueues every ImageWarm whose selector matches any of the
 // label sets. One whose selector does not parse is enqueued anyway, so that
 // its reconcile reports the problem.
-func (r *ImageWarmReconciler) enqueueSelecting(ctx context.Context, q requestQueue, sets ...map[string]string) {
+func (r *Reconciler) enqueueSelecting(ctx context.Context, q requestQueue, sets ...map[string]string) {
 	warms := &warmv1.ImageWarmList{}
 	if err := r.Client.List(ctx, warms, client.UnsafeDisableDeepCopy); err != nil {
 		// Only a cache that is not started fails here; the ImageWarms'

@@ -1,4 +1,4 @@
-package controllers
+package imagewarm
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
-	"github.com/warmer-dev/warmer/controllers/workloads"
+	"github.com/warmer-dev/warmer/controllers/imagewarm/workloads"
 	"github.com/warmer-dev/warmer/internal/truncate"
 )
 
@@ -61,13 +61,13 @@ func watchedOrAll(watched []warmv1.WorkloadKind) []warmv1.WorkloadKind {
 }
 
 // watches says whether the controller watches kind.
-func (r *ImageWarmReconciler) watches(kind warmv1.WorkloadKind) bool {
+func (r *Reconciler) watches(kind warmv1.WorkloadKind) bool {
 	return slices.Contains(watchedOrAll(r.WatchedKinds), kind)
 }
 
 // watchWorkloads adds a watch of each workload kind the controller
 // watches.
-func (r *ImageWarmReconciler) watchWorkloads(b *builder.Builder) *builder.Builder {
+func (r *Reconciler) watchWorkloads(b *builder.Builder) *builder.Builder {
 	for _, kind := range watchedOrAll(r.WatchedKinds) {
 		b = b.Watches(workloads.NewObject(kind), r.workloadHandler(kind))
 	}
@@ -78,7 +78,7 @@ func (r *ImageWarmReconciler) watchWorkloads(b *builder.Builder) *builder.Builde
 // imagesFrom selects it, by its labels before and after the change. Only
 // changes of labels or template images count: the cache keeps nothing
 // else of a workload, so a status update compares equal.
-func (r *ImageWarmReconciler) workloadHandler(kind warmv1.WorkloadKind) handler.EventHandler {
+func (r *Reconciler) workloadHandler(kind warmv1.WorkloadKind) handler.EventHandler {
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q requestQueue) {
 			r.enqueueImagesFrom(ctx, q, kind, e.Object)
@@ -98,7 +98,7 @@ func (r *ImageWarmReconciler) workloadHandler(kind warmv1.WorkloadKind) handler.
 
 // enqueueImagesFrom enqueues the ImageWarms of the objects' namespace whose
 // imagesFrom reads kind and selects any of the objects.
-func (r *ImageWarmReconciler) enqueueImagesFrom(ctx context.Context, q requestQueue, kind warmv1.WorkloadKind, objs ...client.Object) {
+func (r *Reconciler) enqueueImagesFrom(ctx context.Context, q requestQueue, kind warmv1.WorkloadKind, objs ...client.Object) {
 	warms := &warmv1.ImageWarmList{}
 	if err := r.Client.List(ctx, warms, client.InNamespace(objs[0].GetNamespace()), client.UnsafeDisableDeepCopy); err != nil {
 		log.FromContext(ctx).Error(err, "Listing ImageWarms for a workload change")
@@ -130,7 +130,7 @@ func readsKind(from *warmv1.ImagesFrom, kind warmv1.WorkloadKind) bool {
 // whose status.resolved and ImagesResolved condition say what the selected
 // workloads name now; without, a copy with neither. iw itself is left as
 // read, so the write can tell what changed.
-func (r *ImageWarmReconciler) withResolved(ctx context.Context, iw *warmv1.ImageWarm) (*warmv1.ImageWarm, error) {
+func (r *Reconciler) withResolved(ctx context.Context, iw *warmv1.ImageWarm) (*warmv1.ImageWarm, error) {
 	view := iw.DeepCopy()
 	from := iw.Spec.ImagesFrom
 	if from == nil {
@@ -155,7 +155,7 @@ func (r *ImageWarmReconciler) withResolved(ctx context.Context, iw *warmv1.Image
 
 // unwatchedKinds are the kinds imagesFrom reads that the controller does
 // not watch.
-func (r *ImageWarmReconciler) unwatchedKinds(from *warmv1.ImagesFrom) []warmv1.WorkloadKind {
+func (r *Reconciler) unwatchedKinds(from *warmv1.ImagesFrom) []warmv1.WorkloadKind {
 	var out []warmv1.WorkloadKind
 	for _, kind := range warmv1.WorkloadKinds {
 		if readsKind(from, kind) && !r.watches(kind) {
@@ -167,7 +167,7 @@ func (r *ImageWarmReconciler) unwatchedKinds(from *warmv1.ImagesFrom) []warmv1.W
 
 // selectedWorkloads lists, from the cache, the workloads of the kinds
 // imagesFrom reads that its selector picks in namespace.
-func (r *ImageWarmReconciler) selectedWorkloads(ctx context.Context, namespace string, from *warmv1.ImagesFrom) ([]client.Object, error) {
+func (r *Reconciler) selectedWorkloads(ctx context.Context, namespace string, from *warmv1.ImagesFrom) ([]client.Object, error) {
 	sel, err := from.WorkloadSelector.AsSelector()
 	if err != nil {
 		return nil, reconcile.TerminalError(fmt.Errorf("parsing the workloadSelector: %w", err))

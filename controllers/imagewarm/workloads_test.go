@@ -1,4 +1,4 @@
-package controllers
+package imagewarm
 
 import (
 	"fmt"
@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
-	"github.com/warmer-dev/warmer/controllers/workloads"
+	"github.com/warmer-dev/warmer/controllers/imagewarm/workloads"
 	"github.com/warmer-dev/warmer/test/testbed"
 )
 

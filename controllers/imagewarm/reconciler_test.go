@@ -1,4 +1,4 @@
-package controllers
+package imagewarm
 
 import (
 	"context"
@@ -272,7 +272,7 @@ func startImageWarmControllerWatching(t *testing.T, cp *testbed.ControlPlane, ki
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &ImageWarmReconciler{Client: mgr.GetClient(), MinWriteInterval: testWriteInterval, WatchedKinds: kinds}
+	r := &Reconciler{Client: mgr.GetClient(), MinWriteInterval: testWriteInterval, WatchedKinds: kinds}
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package controllers
+package imagewarm
 
 import (
 	"context"
@@ -15,16 +15,16 @@ import (
 )
 
 // DefaultMinWriteInterval is the least time between two status writes of one
-// ImageWarm when ImageWarmReconciler.MinWriteInterval is zero.
+// ImageWarm when Reconciler.MinWriteInterval is zero.
 const DefaultMinWriteInterval = time.Second
 
-// ImageWarmReconciler folds the agents' NodeWarm reports into each
+// Reconciler folds the agents' NodeWarm reports into each
 // ImageWarm's status: node counts, per-image counts, the first few failures
 // and the Ready, Progressing and Degraded conditions. It runs in the
 // leader-elected controller, never in the agents. Its one reconcile key is
 // the ImageWarm; Node and NodeWarm changes enqueue the ImageWarms they
 // concern.
-type ImageWarmReconciler struct {
+type Reconciler struct {
 	// Client reads ImageWarms, NodeWarms, Nodes and workloads and writes
 	// ImageWarm status. Its reads must come from the manager's cache (every reconcile
 	// lists all Nodes and NodeWarms); SetupWithManager sets the manager's
@@ -57,7 +57,7 @@ type ImageWarmReconciler struct {
 // images) would cost far more memory in a large cluster. Workloads are
 // watched for imagesFrom, and cached stripped to their images when the
 // manager's cache has CacheOptions.
-func (r *ImageWarmReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Client == nil {
 		r.Client = mgr.GetClient()
 	}
@@ -82,7 +82,7 @@ func (r *ImageWarmReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // Reconcile recomputes one ImageWarm's status from every matching node's
 // report, at most a few times a second, and writes it when it changed: at
 // once when it settled, else at most once per MinWriteInterval.
-func (r *ImageWarmReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	iw, err := r.imageWarm(ctx, req.NamespacedName)
 	if err != nil || iw == nil {
 		return ctrl.Result{}, err

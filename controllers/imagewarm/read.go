@@ -1,4 +1,4 @@
-package controllers
+package imagewarm
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 
 // imageWarm gets the ImageWarm to reconcile, or nil when it is gone or going,
 // in which case what the reconciler keeps about it is dropped.
-func (r *ImageWarmReconciler) imageWarm(ctx context.Context, key types.NamespacedName) (*warmv1.ImageWarm, error) {
+func (r *Reconciler) imageWarm(ctx context.Context, key types.NamespacedName) (*warmv1.ImageWarm, error) {
 	iw := &warmv1.ImageWarm{}
 	err := r.Client.Get(ctx, key, iw)
 	switch {
@@ -33,7 +33,7 @@ func (r *ImageWarmReconciler) imageWarm(ctx context.Context, key types.Namespace
 
 // forget drops the write history and the metric series of a deleted
 // ImageWarm.
-func (r *ImageWarmReconciler) forget(key types.NamespacedName) {
+func (r *Reconciler) forget(key types.NamespacedName) {
 	r.pacer.forget(key)
 	forgetImageWarmNodes(key.Namespace, key.Name)
 }
@@ -41,7 +41,7 @@ func (r *ImageWarmReconciler) forget(key types.NamespacedName) {
 // readFleet lists every Node's metadata and every NodeWarm from the cache.
 // The lists are not deep-copied: with a thousand nodes, copying every report
 // on every reconcile would dominate the cost. aggregateStatus only reads them.
-func (r *ImageWarmReconciler) readFleet(ctx context.Context) (*fleet, error) {
+func (r *Reconciler) readFleet(ctx context.Context) (*fleet, error) {
 	nodes := &metav1.PartialObjectMetadataList{}
 	nodes.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
 	if err := r.Client.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {

@@ -1,4 +1,4 @@
-package controllers
+package imagewarm
 
 import (
 	"context"
@@ -25,7 +25,7 @@ const conflictRetry = 200 * time.Millisecond
 // rather than written over a newer one. It is a whole update, not a merge
 // patch: a patch computed from the cached copy leaves out zero counts the
 // server never stored, and kubectl's columns then show them blank.
-func (r *ImageWarmReconciler) writeStatus(ctx context.Context, iw *warmv1.ImageWarm, status warmv1.ImageWarmStatus) (ctrl.Result, error) {
+func (r *Reconciler) writeStatus(ctx context.Context, iw *warmv1.ImageWarm, status warmv1.ImageWarmStatus) (ctrl.Result, error) {
 	if equality.Semantic.DeepEqual(iw.Status, status) {
 		imageWarmStatusWrites.WithLabelValues(statusUnchanged).Inc()
 		return ctrl.Result{}, nil
