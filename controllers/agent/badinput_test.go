@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
-	"github.com/warmer-dev/warmer/pkg/pullengine"
+	"github.com/warmer-dev/warmer/pkg/imageref"
 	"github.com/warmer-dev/warmer/test/testbed"
 )
 
@@ -184,7 +184,7 @@ func TestAgentBadInput(t *testing.T) {
 
 // checkNodeImage checks the first problem image's NodeWarm entry.
 func checkNodeImage(f *testbed.Fleet, c agentCase, warm string) error {
-	ref, err := pullengine.ParseReference(c.images[0])
+	ref, err := imageref.Parse(c.images[0])
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/pkg/imageref"
 	"github.com/warmer-dev/warmer/pkg/pullengine"
 	"github.com/warmer-dev/warmer/test/testbed"
 )
@@ -29,7 +30,7 @@ func budgetInput(refs []string, state func(i int) warmv1.ImageState) planInput {
 		warm("team-b", "batch", nil, refs[len(refs)/2:]...))
 	rt := runtimeImages{}
 	for i, r := range refs {
-		ref, _ := pullengine.ParseReference(r)
+		ref, _ := imageref.Parse(r)
 		key := ref.String()
 		switch state(i) {
 		case warmv1.ImagePresent:

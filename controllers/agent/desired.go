@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
-	"github.com/warmer-dev/warmer/pkg/pullengine"
+	"github.com/warmer-dev/warmer/pkg/imageref"
 )
 
 // DefaultRefreshInterval is how often pullPolicy Always pulls a present
@@ -22,7 +22,7 @@ const DefaultRefreshInterval = time.Hour
 // ImageWarms matching this node ask for, with their wishes merged.
 type wantedImage struct {
 	// ref is the normalised reference; the key everywhere.
-	ref pullengine.Reference
+	ref imageref.Reference
 	// image is the reference as the first ImageWarm wrote it, for events.
 	image string
 	// priority is the highest priority among the active ImageWarms.
@@ -100,7 +100,7 @@ type parsedWarm struct {
 
 // parsedImage is one spec entry with its normalised reference.
 type parsedImage struct {
-	ref   pullengine.Reference
+	ref   imageref.Reference
 	key   string
 	image string
 }
@@ -184,7 +184,7 @@ func (pw *parsedWarm) parseRefs(nn types.NamespacedName, iw *warmv1.ImageWarm) {
 	pw.images = make([]parsedImage, 0, len(iw.Spec.Images)+len(resolved))
 	seen := make(map[string]bool, cap(pw.images))
 	add := func(img string) {
-		ref, err := pullengine.ParseReference(img)
+		ref, err := imageref.Parse(img)
 		if err != nil {
 			pw.invalid = append(pw.invalid, invalidImage{image: img, warm: nn, err: err})
 			return

@@ -5,6 +5,7 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"github.com/warmer-dev/warmer/pkg/imageref"
 	"github.com/warmer-dev/warmer/pkg/pullengine"
 )
 
@@ -28,7 +29,7 @@ type inbox struct {
 var _ pullengine.Listener = &inbox{}
 
 // PullStarted queues a started pull.
-func (b *inbox) PullStarted(ref pullengine.Reference) {
+func (b *inbox) PullStarted(ref imageref.Reference) {
 	b.mu.Lock()
 	b.started = append(b.started, startedPull{key: ref.String(), at: b.clock.Now()})
 	b.mu.Unlock()

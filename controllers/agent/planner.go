@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/pkg/imageref"
 	"github.com/warmer-dev/warmer/pkg/pullengine"
 )
 
@@ -65,7 +66,7 @@ type planInput struct {
 
 // imageLookup finds a reference among the runtime's images.
 type imageLookup interface {
-	Lookup(ref pullengine.Reference) (pullengine.PresentImage, bool)
+	Lookup(ref imageref.Reference) (pullengine.PresentImage, bool)
 }
 
 // startedPull is a pull the engine started.

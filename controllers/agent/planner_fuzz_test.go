@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/pkg/imageref"
 	"github.com/warmer-dev/warmer/pkg/pullengine"
 )
 
@@ -75,7 +76,7 @@ func fuzzTaint(b *planBytes, in *planInput, warms []warmv1.ImageWarm) {
 
 // fuzzImage fills in one image's part of the input.
 func fuzzImage(b *planBytes, in *planInput, runtime runtimeImages, img, msg string) {
-	ref, _ := pullengine.ParseReference(img)
+	ref, _ := imageref.Parse(img)
 	key := ref.String()
 	if b.next(2) == 1 {
 		runtime[key] = pullengine.PresentImage{ID: "sha256:id", Size: 1, RepoDigest: []string{"", key + "@" + testDigest, key + "@" + msg}[b.next(3)]}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/pkg/imageref"
 	"github.com/warmer-dev/warmer/pkg/pullengine"
 )
 
@@ -28,7 +29,7 @@ var t0 = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 // runtimeImages is the runtime's image list, by normalised reference.
 type runtimeImages map[string]pullengine.PresentImage
 
-func (r runtimeImages) Lookup(ref pullengine.Reference) (pullengine.PresentImage, bool) {
+func (r runtimeImages) Lookup(ref imageref.Reference) (pullengine.PresentImage, bool) {
 	pi, ok := r[ref.String()]
 	return pi, ok
 }

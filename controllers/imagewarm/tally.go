@@ -9,6 +9,7 @@ import (
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/internal/truncate"
+	"github.com/warmer-dev/warmer/pkg/imageref"
 	"github.com/warmer-dev/warmer/pkg/pullengine"
 )
 
@@ -91,7 +92,7 @@ func newTally(iw *warmv1.ImageWarm) *warmTally {
 // reportKey is the image field under which agents report a spec image: its
 // normalised reference, or the reference as written when it does not parse.
 func reportKey(image string) string {
-	ref, err := pullengine.ParseReference(image)
+	ref, err := imageref.Parse(image)
 	if err != nil {
 		return image
 	}

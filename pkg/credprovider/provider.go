@@ -13,6 +13,7 @@ import (
 	kubeletv1 "k8s.io/kubelet/config/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/warmer-dev/warmer/pkg/imageref"
 	"github.com/warmer-dev/warmer/pkg/pullengine"
 )
 
@@ -135,7 +136,7 @@ func (ps *Providers) Skipped() []Skipped { return ps.skipped }
 // cache, or by running its plugin), in configuration order. Failing
 // providers are skipped and their errors joined; the others' logins are
 // returned all the same.
-func (ps *Providers) Credentials(ctx context.Context, ref pullengine.Reference) ([]pullengine.Credential, error) {
+func (ps *Providers) Credentials(ctx context.Context, ref imageref.Reference) ([]pullengine.Credential, error) {
 	if ps == nil {
 		return nil, nil
 	}

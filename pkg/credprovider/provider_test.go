@@ -17,7 +17,7 @@ import (
 	kubeletv1 "k8s.io/kubelet/config/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/warmer-dev/warmer/pkg/pullengine"
+	"github.com/warmer-dev/warmer/pkg/imageref"
 )
 
 // The plugin these tests run is a real executable (testdata/fakeplugin),
@@ -116,9 +116,9 @@ func (f *fixture) start(t *testing.T, timeout time.Duration, ps ...kubeletv1.Cre
 	return p
 }
 
-func ref(t *testing.T, image string) pullengine.Reference {
+func ref(t *testing.T, image string) imageref.Reference {
 	t.Helper()
-	r, err := pullengine.ParseReference(image)
+	r, err := imageref.Parse(image)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/utils/clock"
+
+	"github.com/warmer-dev/warmer/pkg/imageref"
 )
 
 // Engine pulls images through a node's runtime: it queues requests by
@@ -141,7 +143,7 @@ func (e *Engine) Sync(ctx context.Context, reqs []Request) []Status {
 // admitted is a request that passed the checks made outside the lock.
 type admitted struct {
 	req   Request
-	ref   Reference
+	ref   imageref.Reference
 	creds []Credential
 }
 
@@ -152,7 +154,7 @@ func (e *Engine) submit(ctx context.Context, reqs []Request, exclusive bool) []S
 	out := make([]Status, len(reqs))
 	ok := make([]admitted, len(reqs))
 	for i, req := range reqs {
-		ref, err := ParseReference(req.Image)
+		ref, err := imageref.Parse(req.Image)
 		if err != nil {
 			out[i] = e.invalid(req.Image, err)
 			continue
@@ -246,7 +248,7 @@ func (e *Engine) update(j *job, req Request, creds []Credential) {
 // Cancel drops image's queued pull or cancels its running one, and forgets
 // its last result. It reports whether there was a pull to cancel.
 func (e *Engine) Cancel(image string) bool {
-	ref, err := ParseReference(image)
+	ref, err := imageref.Parse(image)
 	if err != nil {
 		return false
 	}

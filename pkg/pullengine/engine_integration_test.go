@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/warmer-dev/warmer/pkg/imageref"
 	"github.com/warmer-dev/warmer/pkg/pullengine"
 	"github.com/warmer-dev/warmer/test/testbed"
 )
@@ -144,7 +145,7 @@ func testFailures(t *testing.T, n *node, regs testbed.Registries, cat testbed.Ca
 	results := e.resultsByRef(t, len(tests))
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ref, err := pullengine.ParseReference(tt.req.Image)
+			ref, err := imageref.Parse(tt.req.Image)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -233,7 +234,7 @@ func testCancel(t *testing.T, n *node, cat testbed.Catalog) {
 	n.removeAll(t)
 	started := make(chan struct{}, 1)
 	e := startEngine(t, n.cri, testOptions(pullengine.Options{
-		Listener: pullengine.ListenerFuncs{Started: func(pullengine.Reference) { started <- struct{}{} }},
+		Listener: pullengine.ListenerFuncs{Started: func(imageref.Reference) { started <- struct{}{} }},
 	}))
 	e.Enqueue(e.ctx, pullengine.Request{Image: cat.Large.Ref})
 	<-started
@@ -357,7 +358,7 @@ func TestEngineDeduplicates(t *testing.T) {
 		var during []pullengine.Status
 		svc := newCountingService(n.cri)
 		var e *engine
-		started := func(pullengine.Reference) {
+		started := func(imageref.Reference) {
 			st := enqueueAll(e, dedupSpellings[1:])
 			mu.Lock()
 			during = append(during, st...)

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/warmer-dev/warmer/pkg/imageref"
 )
 
 // key is the normalised form of an image, as the runtime sees it.
@@ -215,7 +217,7 @@ func TestResultFields(t *testing.T) {
 	release := h.svc.block(ref)
 	var started []string
 	h.eng.listener = ListenerFuncs{
-		Started:  func(r Reference) { started = append(started, r.String()) },
+		Started:  func(r imageref.Reference) { started = append(started, r.String()) },
 		Finished: func(r Result) { h.results <- r },
 	}
 	h.enqueue("quay.io/team/app:v1", 0)

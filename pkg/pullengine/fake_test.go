@@ -11,7 +11,11 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/warmer-dev/warmer/pkg/criclient"
+	"github.com/warmer-dev/warmer/pkg/imageref"
 )
+
+// digestA is the digest the fake runtime resolves every pull to.
+const digestA = "sha256:0000000000000000000000000000000000000000000000000000000000000001"
 
 // fakeImageService is a recording fake of the CRI image service. It exists
 // for the faults no real part can produce on demand (a pull that hangs until
@@ -94,7 +98,7 @@ func (f *fakeImageService) PullImage(ctx context.Context, ref string, auth *runt
 	// digest it resolved to (always digestA here), one by digest only the
 	// digest.
 	img := &runtimeapi.Image{Id: "sha256:id-" + ref, Size: 42 << 20}
-	if r, perr := ParseReference(ref); perr == nil && r.Digest() != "" {
+	if r, perr := imageref.Parse(ref); perr == nil && r.Digest() != "" {
 		img.RepoDigests = []string{ref}
 	} else if perr == nil {
 		img.RepoTags, img.RepoDigests = []string{ref}, []string{r.Name() + "@" + digestA}

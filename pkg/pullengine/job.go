@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/warmer-dev/warmer/pkg/imageref"
 )
 
 // Causes of a pull's context ending early, to tell timeouts from
@@ -18,7 +20,7 @@ var (
 // job is one image's pull, from queueing to its result. Its fields are
 // guarded by Engine.mu, except that run owns the running job's pull.
 type job struct {
-	ref        Reference
+	ref        imageref.Reference
 	priority   int32
 	timeout    time.Duration
 	creds      []Credential
@@ -35,7 +37,7 @@ type job struct {
 	successor *job
 }
 
-func (e *Engine) newJob(ref Reference, req Request, creds []Credential, bkey string) *job {
+func (e *Engine) newJob(ref imageref.Reference, req Request, creds []Credential, bkey string) *job {
 	e.seq++
 	return &job{ref: ref, priority: req.Priority, timeout: e.timeoutOf(req), creds: creds,
 		backoffKey: bkey, seq: e.seq, index: -1}

@@ -7,6 +7,8 @@ import (
 	"path"
 	"slices"
 	"strings"
+
+	"github.com/warmer-dev/warmer/pkg/imageref"
 )
 
 // dockerHubAliases are registry keys that all mean Docker Hub, whose images
@@ -118,7 +120,7 @@ func (k *Keyring) Len() int {
 // Lookup returns the logins that apply to ref, most specific key first
 // (longer path, then fewer globs, then insertion order), without
 // duplicates. An empty result means: pull anonymously.
-func (k *Keyring) Lookup(ref Reference) []Credential {
+func (k *Keyring) Lookup(ref imageref.Reference) []Credential {
 	if k == nil || ref.IsZero() {
 		return nil
 	}

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/go-logr/logr/funcr"
+
+	"github.com/warmer-dev/warmer/pkg/imageref"
 )
 
 // dockerConfigJSON builds kubernetes.io/dockerconfigjson content where each
@@ -262,7 +264,7 @@ func FuzzKeyringLookup(f *testing.F) {
 	f.Add("[::1]:5000/x", "[::1]:5000/x/y")
 	f.Add("[a-", "a.io/b")
 	f.Fuzz(func(t *testing.T, key, image string) {
-		ref, err := ParseReference(image)
+		ref, err := imageref.Parse(image)
 		if err != nil {
 			return
 		}

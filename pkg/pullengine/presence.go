@@ -5,6 +5,8 @@ import (
 
 	"github.com/distribution/reference"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/warmer-dev/warmer/pkg/imageref"
 )
 
 // PresentImage is what the runtime holds for a wanted reference.
@@ -54,7 +56,7 @@ func (p *Presence) Len() int { return p.images }
 
 // Lookup finds ref: by digest when it has one (a tag alongside is ignored,
 // as for pulling), by tag otherwise.
-func (p *Presence) Lookup(ref Reference) (PresentImage, bool) {
+func (p *Presence) Lookup(ref imageref.Reference) (PresentImage, bool) {
 	img, ok := p.byRef[ref.String()]
 	if !ok {
 		return PresentImage{}, false

@@ -6,11 +6,13 @@ import (
 
 	"github.com/distribution/reference"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/warmer-dev/warmer/pkg/imageref"
 )
 
-func mustRef(t testing.TB, s string) Reference {
+func mustRef(t testing.TB, s string) imageref.Reference {
 	t.Helper()
-	r, err := ParseReference(s)
+	r, err := imageref.Parse(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +85,7 @@ func checkCanonical(t *testing.T, s string) {
 		if ok && isQualified(s) {
 			// The fast path may index junk; it must just never match a
 			// normalised reference.
-			if _, perr := ParseReference(got); perr == nil {
+			if _, perr := imageref.Parse(got); perr == nil {
 				t.Fatalf("canonical(%q) = %q indexes an unparsable name under a valid key", s, got)
 			}
 		}
@@ -124,7 +126,7 @@ func benchImages(n int) []*runtimeapi.Image {
 
 func BenchmarkPresence2000(b *testing.B) {
 	imgs := benchImages(2000)
-	refs := make([]Reference, len(imgs))
+	refs := make([]imageref.Reference, len(imgs))
 	for i := range refs {
 		refs[i] = mustRef(b, fmt.Sprintf("registry.example.com:5000/team%d/app%d:v1", i%50, i))
 	}

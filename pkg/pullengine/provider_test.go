@@ -8,6 +8,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/warmer-dev/warmer/pkg/imageref"
 )
 
 // stubProvider stands in for pkg/credprovider, which runs real plugins in
@@ -19,7 +21,7 @@ type stubProvider struct {
 	calls int
 }
 
-func (s *stubProvider) Credentials(context.Context, Reference) ([]Credential, error) {
+func (s *stubProvider) Credentials(context.Context, imageref.Reference) ([]Credential, error) {
 	s.calls++
 	return s.creds, s.err
 }

@@ -5,12 +5,13 @@ import (
 	"fmt"
 
 	"github.com/warmer-dev/warmer/internal/truncate"
+	"github.com/warmer-dev/warmer/pkg/imageref"
 )
 
 // Status says where image stands, and false when the engine knows nothing
 // of it (never requested, cancelled, or forgotten by Sync).
 func (e *Engine) Status(image string) (Status, bool) {
-	ref, err := ParseReference(image)
+	ref, err := imageref.Parse(image)
 	if err != nil {
 		return e.invalid(image, err), true
 	}
@@ -66,7 +67,7 @@ func (e *Engine) invalid(image string, err error) Status {
 }
 
 // diskBlocked answers a request while the disk guard holds pulls back.
-func (e *Engine) diskBlocked(image string, ref Reference, u DiskUsage) Status {
+func (e *Engine) diskBlocked(image string, ref imageref.Reference, u DiskUsage) Status {
 	now := e.clock.Now()
 	res := Result{Image: image, Ref: ref.String(), Class: ClassDiskPressure, Message: e.guard.message(u), Finished: now}
 	return Status{Image: image, Ref: ref.String(), State: StateFailed, RetryAt: now.Add(e.guard.interval), Last: &res}

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/warmer-dev/warmer/pkg/imageref"
 )
 
 // ImageService is the part of the CRI image service the engine uses.
@@ -31,7 +33,7 @@ type CredentialProvider interface {
 	// first; none means no provider had any. An error names the failing
 	// provider and why, never a credential; logins that other providers
 	// gave come back beside it.
-	Credentials(ctx context.Context, ref Reference) ([]Credential, error)
+	Credentials(ctx context.Context, ref imageref.Reference) ([]Credential, error)
 }
 
 // Request asks for one image to be pulled.
@@ -93,7 +95,7 @@ type Listener interface {
 	// PullStarted is called when a pull leaves the queue and starts. A job
 	// whose image another pull of its repository brought, or that a full
 	// disk stops, finishes without it.
-	PullStarted(ref Reference)
+	PullStarted(ref imageref.Reference)
 	// PullFinished is called once per job with its outcome, cancelled
 	// jobs included.
 	PullFinished(res Result)
@@ -101,14 +103,14 @@ type Listener interface {
 
 // ListenerFuncs adapts functions to a Listener; nil functions are skipped.
 type ListenerFuncs struct {
-	Started  func(Reference)
+	Started  func(imageref.Reference)
 	Finished func(Result)
 }
 
 var _ Listener = ListenerFuncs{}
 
 // PullStarted calls Started if set.
-func (l ListenerFuncs) PullStarted(ref Reference) {
+func (l ListenerFuncs) PullStarted(ref imageref.Reference) {
 	if l.Started != nil {
 		l.Started(ref)
 	}

@@ -9,6 +9,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/warmer-dev/warmer/pkg/imageref"
 	"github.com/warmer-dev/warmer/pkg/pullengine"
 )
 
@@ -73,7 +74,7 @@ func (f *FakeRuntime) PullImage(ctx context.Context, ref string, _ *runtimeapi.A
 	sum := sha256.Sum256([]byte(key))
 	digest := "sha256:" + hex.EncodeToString(sum[:])
 	img := &runtimeapi.Image{Id: digest, RepoTags: []string{key}, Size: f.ImageSize}
-	if r, err := pullengine.ParseReference(key); err == nil {
+	if r, err := imageref.Parse(key); err == nil {
 		img.RepoDigests = []string{r.Name() + "@" + digest}
 	}
 	f.mu.Lock()
@@ -105,7 +106,7 @@ func (f *FakeRuntime) ImageFsInfo(context.Context) (*runtimeapi.ImageFsInfoRespo
 // normalise is the reference as containerd's CRI lists it (fully
 // qualified); a reference that does not parse is kept as given.
 func normalise(ref string) string {
-	r, err := pullengine.ParseReference(ref)
+	r, err := imageref.Parse(ref)
 	if err != nil {
 		return ref
 	}

@@ -9,7 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
-	"github.com/warmer-dev/warmer/pkg/pullengine"
+	"github.com/warmer-dev/warmer/pkg/imageref"
 )
 
 // hashLength is the number of hex digits of a resolved set's hash: 64 bits
@@ -73,7 +73,7 @@ func Resolve(spec []warmv1.ImageReference, objs []client.Object, limit int) Resu
 		}
 		res.Workloads++
 		for _, ti := range Images(o) {
-			ref, err := pullengine.ParseReference(ti.Image)
+			ref, err := imageref.Parse(ti.Image)
 			if err != nil {
 				res.Invalid = append(res.Invalid, Invalid{Workload: string(kind) + "/" + o.GetName(), Where: ti.Where, Image: ti.Image, Err: err})
 				continue
@@ -119,7 +119,7 @@ func Hash(images []string) string {
 // key is the normalised reference of image, or image itself when it does
 // not parse (the agent reports it so).
 func key(image string) string {
-	ref, err := pullengine.ParseReference(image)
+	ref, err := imageref.Parse(image)
 	if err != nil {
 		return image
 	}

@@ -23,7 +23,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
-	"github.com/warmer-dev/warmer/pkg/pullengine"
+	"github.com/warmer-dev/warmer/pkg/imageref"
 	"github.com/warmer-dev/warmer/test/testbed"
 )
 
@@ -40,7 +40,7 @@ func startFleet(t *testing.T, labels map[string]map[string]string, opts testbed.
 // key is the normalised spelling of ref the NodeWarm uses.
 func key(t testing.TB, ref string) string {
 	t.Helper()
-	r, err := pullengine.ParseReference(ref)
+	r, err := imageref.Parse(ref)
 	if err != nil {
 		t.Fatalf("parsing %s: %v", ref, err)
 	}

@@ -1,4 +1,4 @@
-package pullengine
+package imageref
 
 import (
 	"fmt"
@@ -25,10 +25,10 @@ type Reference struct {
 	key      string // String(), computed once: it is a hot map key
 }
 
-// ParseReference normalises image. It fails for anything the kubelet would
+// Parse normalises image. It fails for anything the kubelet would
 // refuse with InvalidImageName (empty, spaces, upper-case repository, short
 // digest, a bare 64-hex ID, ...).
-func ParseReference(image string) (Reference, error) {
+func Parse(image string) (Reference, error) {
 	named, err := reference.ParseNormalizedNamed(image)
 	if err != nil {
 		return Reference{}, fmt.Errorf("invalid image reference %q: %w", image, err)

@@ -1,4 +1,4 @@
-package pullengine
+package imageref
 
 import (
 	"strings"
@@ -7,7 +7,7 @@ import (
 
 const digestA = "sha256:0000000000000000000000000000000000000000000000000000000000000001"
 
-func TestParseReference(t *testing.T) {
+func TestParse(t *testing.T) {
 	tests := []struct {
 		in, want, tag, digest, domain string
 	}{
@@ -25,7 +25,7 @@ func TestParseReference(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
-			r, err := ParseReference(tt.in)
+			r, err := Parse(tt.in)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -39,18 +39,18 @@ func TestParseReference(t *testing.T) {
 	}
 }
 
-func TestParseReferenceInvalid(t *testing.T) {
+func TestParseInvalid(t *testing.T) {
 	for _, in := range []string{
 		"", " ", "not a ref", "127.0.0.1:35000/Test/UPPER:v1", "127.0.0.1:35000/test/small@sha256:abc",
 		"nginx:", ":tag", "a//b", strings.Repeat("a", 64), // a bare 64-hex ID
 	} {
-		if r, err := ParseReference(in); err == nil {
-			t.Errorf("ParseReference(%q) = %q, want an error", in, r)
+		if r, err := Parse(in); err == nil {
+			t.Errorf("Parse(%q) = %q, want an error", in, r)
 		}
 	}
 }
 
-func FuzzParseReference(f *testing.F) {
+func FuzzParse(f *testing.F) {
 	for _, s := range []string{
 		"nginx", "nginx:1.27", "docker.io/library/nginx:latest", "127.0.0.1:35000/test/small:v1",
 		"quay.io/a/b:v2@" + digestA, "localhost:5000/x@" + digestA, "not a ref", "[::1]:5000/a/b:c",
@@ -59,11 +59,11 @@ func FuzzParseReference(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
-		r, err := ParseReference(in)
+		r, err := Parse(in)
 		if err != nil {
 			return
 		}
-		again, err := ParseReference(r.String())
+		again, err := Parse(r.String())
 		if err != nil {
 			t.Fatalf("normalised %q does not re-parse: %v", r, err)
 		}
