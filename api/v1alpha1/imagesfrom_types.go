@@ -73,11 +73,6 @@ type ResolvedImages struct {
 	Invalid int32 `json:"invalid,omitempty"`
 }
 
-// ConditionImagesResolved is True when every image the workloads of
-// spec.imagesFrom name is warmed, False when some are left out (too many,
-// or not valid references). Only an ImageWarm with imagesFrom has it.
-const ConditionImagesResolved = "ImagesResolved"
-
 // ResolvedImages are the images the controller resolved for
 // spec.imagesFrom; none without imagesFrom (a status left from before it
 // was removed is ignored).

@@ -139,17 +139,6 @@ type ImageWarmSpec struct {
 	Rollout *Rollout `json:"rollout,omitempty"`
 }
 
-// ImageWarm condition types.
-const (
-	// ConditionReady is True when every matching node has every image.
-	ConditionReady = "Ready"
-	// ConditionProgressing is True while some matching node is still pulling.
-	ConditionProgressing = "Progressing"
-	// ConditionDegraded is True when some matching node failed to pull an
-	// image.
-	ConditionDegraded = "Degraded"
-)
-
 // NodeCounts counts the nodes an ImageWarm selects, by how far they are.
 type NodeCounts struct {
 	// matching nodes are those the nodeSelector selects.

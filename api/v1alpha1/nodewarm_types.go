@@ -185,16 +185,6 @@ type NodeWarmStatus struct {
 	Failed int32 `json:"failed"`
 }
 
-// ConditionImagesListed is on a NodeWarm only while its images list is cut
-// (status False, reason ReasonTooManyImages): the node wants more than
-// MaxNodeImages images. The counts still cover every image; an ImageWarm
-// image the list leaves out is counted as failed on that node.
-const ConditionImagesListed = "ImagesListed"
-
-// ReasonTooManyImages is ConditionImagesListed's reason, and the failure
-// reason of the images it leaves out.
-const ReasonTooManyImages = "TooManyImages"
-
 // NodeWarm is one node agent's report of the images it keeps. Its name is the
 // node's name and the Node owns it, so it goes when the node goes. Only the
 // node's agent writes it; the controller reads every NodeWarm to sum up each

@@ -72,8 +72,3 @@ type RolloutStatus struct {
 
 // AdmitAll is the bound that admits every node.
 const AdmitAll int64 = 1 << 32
-
-// ConditionRollout is True when every matching node is admitted, False
-// while nodes wait for their wave or when the canary failed. Only an
-// ImageWarm with spec.rollout has it.
-const ConditionRollout = "Rollout"

@@ -31,29 +31,6 @@ import (
 // per-image events for what needs a look: failures, back-offs, evictions
 // and bad secrets. --per-image-events brings back Pulling and Pulled.
 
-// Event reasons.
-const (
-	ReasonPulling = "Pulling"
-	ReasonPulled  = "Pulled"
-	ReasonWarmed  = "Warmed"
-	ReasonFailed  = "Failed"
-	ReasonBackOff = "BackOff"
-	ReasonEvicted = "Evicted"
-	// ReasonEvictedRepeatedly is an image's reason in the NodeWarm while
-	// the node keeps removing it and the next pull waits.
-	ReasonEvictedRepeatedly = "EvictedRepeatedly"
-	// ReasonWaitingForRollout is a missing image's reason in the NodeWarm
-	// while no ImageWarm that wants it has admitted the node in its
-	// rollout.
-	ReasonWaitingForRollout = "WaitingForRollout"
-	ReasonInvalidPullSecret = "InvalidPullSecret"
-	// ReasonStartupTaintRemoved and ReasonStartupTaintDeadline say that
-	// the node's startup taint was removed, with its images warm or at
-	// the deadline without.
-	ReasonStartupTaintRemoved  = "StartupTaintRemoved"
-	ReasonStartupTaintDeadline = "StartupTaintDeadline"
-)
-
 // Event actions (events.k8s.io wants one on every event).
 const (
 	ActionPull   = "Pull"
@@ -84,27 +61,27 @@ type agentEvent struct {
 }
 
 func eventPulling(w *wantedImage) agentEvent {
-	return imageEvent(w, false, ReasonPulling, fmt.Sprintf("Pulling image %q", w.image))
+	return imageEvent(w, false, warmv1.ReasonPulling, fmt.Sprintf("Pulling image %q", w.image))
 }
 
 func eventPulled(w *wantedImage, res pullengine.Result) agentEvent {
-	return imageEvent(w, false, ReasonPulled, fmt.Sprintf("Successfully pulled image %q in %v. Image size: %d bytes.",
+	return imageEvent(w, false, warmv1.ReasonPulled, fmt.Sprintf("Successfully pulled image %q in %v. Image size: %d bytes.",
 		w.image, res.Duration.Truncate(time.Millisecond), res.Size))
 }
 
 func eventFailed(w *wantedImage, res pullengine.Result) agentEvent {
-	return imageEvent(w, true, ReasonFailed, fmt.Sprintf("Failed to pull image %q: %s: %s", w.image, res.Class, res.Message))
+	return imageEvent(w, true, warmv1.ReasonFailed, fmt.Sprintf("Failed to pull image %q: %s: %s", w.image, res.Class, res.Message))
 }
 
 func eventBackOff(w *wantedImage) agentEvent {
-	return imageEvent(w, false, ReasonBackOff, fmt.Sprintf("Back-off pulling image %q", w.image))
+	return imageEvent(w, false, warmv1.ReasonBackOff, fmt.Sprintf("Back-off pulling image %q", w.image))
 }
 
 func eventEvicted(w *wantedImage, times int32, hold time.Duration) agentEvent {
 	if times <= 1 && hold <= 0 {
-		return imageEvent(w, true, ReasonEvicted, fmt.Sprintf("Image %q is no longer on the node; pulling it again", w.image))
+		return imageEvent(w, true, warmv1.ReasonEvicted, fmt.Sprintf("Image %q is no longer on the node; pulling it again", w.image))
 	}
-	return imageEvent(w, true, ReasonEvicted, fmt.Sprintf("Image %q is no longer on the node: %s", w.image, evictedMessage(times, hold)))
+	return imageEvent(w, true, warmv1.ReasonEvicted, fmt.Sprintf("Image %q is no longer on the node: %s", w.image, evictedMessage(times, hold)))
 }
 
 // evictedStatus is the short form of evictedMessage, for the NodeWarm's
@@ -130,17 +107,17 @@ func evictedMessage(times int32, hold time.Duration) string {
 }
 
 func eventWarmed(nn types.NamespacedName, t warmProgress, now time.Time) agentEvent {
-	return agentEvent{subjects: []types.NamespacedName{nn}, reason: ReasonWarmed, action: actionOn(ActionWarm, nn.String()),
+	return agentEvent{subjects: []types.NamespacedName{nn}, reason: warmv1.ReasonWarmed, action: actionOn(ActionWarm, nn.String()),
 		note: fmt.Sprintf("Every image is present: pulled %d (%d bytes) in %v", t.pulled, t.bytes, now.Sub(t.started).Truncate(time.Millisecond))}
 }
 
 func eventBadSecret(subjects []types.NamespacedName, secret types.NamespacedName, problem string) agentEvent {
-	return agentEvent{subjects: subjects, warning: true, reason: ReasonInvalidPullSecret,
+	return agentEvent{subjects: subjects, warning: true, reason: warmv1.ReasonInvalidPullSecret,
 		action: actionOn(ActionConfig, secret.String()), note: problem}
 }
 
 func eventTaintRemoved(key string) agentEvent {
-	return agentEvent{onNode: true, reason: ReasonStartupTaintRemoved, action: actionOn(ActionTaint, key),
+	return agentEvent{onNode: true, reason: warmv1.ReasonStartupTaintRemoved, action: actionOn(ActionTaint, key),
 		note: fmt.Sprintf("Removed taint %s: every ImageWarm holding it is warm", key)}
 }
 
@@ -148,7 +125,7 @@ func eventTaintRemoved(key string) agentEvent {
 // were not warm in time.
 func eventTaintDeadline(key string, cold []types.NamespacedName) agentEvent {
 	return agentEvent{subjects: cold[:min(len(cold), maxEventSubjects)], onNode: true, warning: true,
-		reason: ReasonStartupTaintDeadline, action: actionOn(ActionTaint, key),
+		reason: warmv1.ReasonStartupTaintDeadline, action: actionOn(ActionTaint, key),
 		note: fmt.Sprintf("Removed taint %s at its deadline: %s not warm on this node", key, namedWarms(cold))}
 }
 

@@ -95,9 +95,9 @@ func TestEventsPerImage(t *testing.T) {
 	t.Run("two images, two Pulled events", func(t *testing.T) {
 		a.record(ctx, d, node, []agentEvent{pulledEvent(imgA), pulledEvent(imgB), pulledEvent(long)})
 		testbed.Eventually(t, 20*time.Second, "three Pulled events", func() error {
-			return distinctNotes(eventsAbout(t, cp, iw, ReasonPulled), imgA, imgB, long)
+			return distinctNotes(eventsAbout(t, cp, iw, warmv1.ReasonPulled), imgA, imgB, long)
 		})
-		for _, e := range eventsAbout(t, cp, iw, ReasonPulled) {
+		for _, e := range eventsAbout(t, cp, iw, warmv1.ReasonPulled) {
 			if len(e.Action) > maxEventAction || !strings.HasPrefix(e.Action, ActionPull+" ") {
 				t.Errorf("action %q: want %q and a subject, at most %d bytes", e.Action, ActionPull, maxEventAction)
 			}
@@ -107,7 +107,7 @@ func TestEventsPerImage(t *testing.T) {
 	t.Run("a repeat about the same image still folds into its series", func(t *testing.T) {
 		a.record(ctx, d, node, []agentEvent{pulledEvent(imgA)})
 		testbed.Eventually(t, 20*time.Second, "series of the first image", func() error {
-			evs := eventsAbout(t, cp, iw, ReasonPulled)
+			evs := eventsAbout(t, cp, iw, warmv1.ReasonPulled)
 			if len(evs) != 3 {
 				return fmt.Errorf("%d Pulled events, want still 3", len(evs))
 			}
@@ -129,7 +129,7 @@ func TestEventsPerImage(t *testing.T) {
 		}
 		a.record(ctx, d, node, evs)
 		testbed.Eventually(t, 20*time.Second, "two Failed events", func() error {
-			evs := eventsAbout(t, cp, iw, ReasonFailed)
+			evs := eventsAbout(t, cp, iw, warmv1.ReasonFailed)
 			for _, e := range evs {
 				if len(e.Note) > maxEventNote || !strings.Contains(e.Note, "…") || !strings.HasSuffix(e.Note, "(node ev-node)") ||
 					!strings.Contains(e.Note, "RegistryUnavailable") {

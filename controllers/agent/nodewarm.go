@@ -206,7 +206,7 @@ func (a *NodeAgent) reportRuntimeDown(ctx context.Context, nw *warmv1.NodeWarm, 
 	if a.report.reported != nil {
 		status = a.report.reported.DeepCopy()
 	}
-	status.Conditions = runtimeCondition(status.Conditions, metav1.ConditionFalse, "RuntimeNotAnswering", truncate.String(cause.Error(), warmv1.MaxMessageLength),
+	status.Conditions = runtimeCondition(status.Conditions, metav1.ConditionFalse, warmv1.ReasonRuntimeNotAnswering, truncate.String(cause.Error(), warmv1.MaxMessageLength),
 		metav1.NewTime(a.Clock.Now()))
 	_, err := a.maybeWrite(ctx, nw, *status)
 	return err

@@ -15,24 +15,6 @@ import (
 // warmer pins only what the runtime reports unpinned, and unpins only names
 // carrying its own mark, so a pin someone else made is never taken away.
 
-// ConditionPinning says whether the agent can pin the images ImageWarms
-// ask it to pin.
-const ConditionPinning = "Pinning"
-
-// Reasons of the Pinning condition.
-const (
-	// ReasonRuntimeCannotPin: the runtime offers no way to pin (not
-	// containerd, containerd before 1.7, or its images API unreachable).
-	// Images are warmed unpinned.
-	ReasonRuntimeCannotPin = "RuntimeCannotPin"
-	// ReasonPinFailed: the last pin or unpin failed; it is tried again.
-	ReasonPinFailed = "PinFailed"
-	// ReasonPinned: every present image asked to be pinned is.
-	ReasonPinned = "Pinned"
-	// ReasonNothingToPin: the runtime can pin; nothing asks for it.
-	ReasonNothingToPin = "NothingToPin"
-)
-
 // pinView is what a pass knows of the runtime's pins.
 type pinView struct {
 	// unable says why the runtime cannot pin; "" when it can.
@@ -82,18 +64,18 @@ func (p *planner) unpins() {
 
 // pinningCondition returns conds with Pinning set.
 func (p *planner) pinningCondition(conds []metav1.Condition, now metav1.Time) []metav1.Condition {
-	c := metav1.Condition{Type: ConditionPinning, Status: metav1.ConditionTrue}
+	c := metav1.Condition{Type: warmv1.ConditionPinning, Status: metav1.ConditionTrue}
 	t := p.pinTally
 	switch {
 	case p.in.pins.unable != "":
-		c.Status, c.Reason = metav1.ConditionFalse, ReasonRuntimeCannotPin
+		c.Status, c.Reason = metav1.ConditionFalse, warmv1.ReasonRuntimeCannotPin
 		c.Message = p.in.pins.unable + "; images of ImageWarms with retention Pinned are warmed, but the kubelet may collect them"
 	case p.in.pins.problem != "":
-		c.Status, c.Reason, c.Message = metav1.ConditionFalse, ReasonPinFailed, p.in.pins.problem
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, warmv1.ReasonPinFailed, p.in.pins.problem
 	case t.asked == 0:
-		c.Reason, c.Message = ReasonNothingToPin, "The runtime can pin images; no present image is asked to be pinned"
+		c.Reason, c.Message = warmv1.ReasonNothingToPin, "The runtime can pin images; no present image is asked to be pinned"
 	default:
-		c.Reason, c.Message = ReasonPinned, fmt.Sprintf("%d of %d present images asked to be pinned are pinned", t.pinned, t.asked)
+		c.Reason, c.Message = warmv1.ReasonPinned, fmt.Sprintf("%d of %d present images asked to be pinned are pinned", t.pinned, t.asked)
 	}
 	c.Message = truncate.String(c.Message, warmv1.MaxConditionMessageLength)
 	return setCondition(conds, c, now)

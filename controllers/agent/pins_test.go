@@ -58,12 +58,12 @@ func TestPlanPins(t *testing.T) {
 		in:     func() planInput { in := input(pinned); in.runtime = listed(imgA); return in },
 		pins:   []string{imgA},
 		status: map[string]bool{imgA: true},
-		reason: ReasonPinned,
+		reason: warmv1.ReasonPinned,
 	}, {
 		name:   "missing: nothing to pin until it arrives",
 		in:     func() planInput { return input(pinned) },
 		status: map[string]bool{imgA: false},
-		reason: ReasonNothingToPin,
+		reason: warmv1.ReasonNothingToPin,
 	}, {
 		name: "just pulled, not listed yet: pinned, the name exists",
 		in: func() planInput {
@@ -73,7 +73,7 @@ func TestPlanPins(t *testing.T) {
 		},
 		pins:   []string{imgA},
 		status: map[string]bool{imgA: true},
-		reason: ReasonPinned,
+		reason: warmv1.ReasonPinned,
 	}, {
 		name: "already pinned by warmer: nothing to do",
 		in: func() planInput {
@@ -82,7 +82,7 @@ func TestPlanPins(t *testing.T) {
 			return in
 		},
 		status: map[string]bool{imgA: true},
-		reason: ReasonPinned,
+		reason: warmv1.ReasonPinned,
 	}, {
 		name: "marked by warmer, the runtime's list not caught up: not pinned twice",
 		in: func() planInput {
@@ -91,7 +91,7 @@ func TestPlanPins(t *testing.T) {
 			return in
 		},
 		status: map[string]bool{imgA: true},
-		reason: ReasonPinned,
+		reason: warmv1.ReasonPinned,
 	}, {
 		name: "pinned by someone else: left alone, reported pinned",
 		in: func() planInput {
@@ -100,7 +100,7 @@ func TestPlanPins(t *testing.T) {
 			return in
 		},
 		status: map[string]bool{imgA: true},
-		reason: ReasonPinned,
+		reason: warmv1.ReasonPinned,
 	}, {
 		name: "someone else's pin on an image no Pinned ImageWarm wants: never unpinned",
 		in: func() planInput {
@@ -109,7 +109,7 @@ func TestPlanPins(t *testing.T) {
 			return in
 		},
 		status: map[string]bool{imgA: true, imgB: false},
-		reason: ReasonNothingToPin,
+		reason: warmv1.ReasonNothingToPin,
 	}, {
 		name: "the last Pinned ImageWarm switched to Unpinned: unpinned",
 		in: func() planInput {
@@ -119,7 +119,7 @@ func TestPlanPins(t *testing.T) {
 		},
 		unpins: []string{imgA},
 		status: map[string]bool{imgA: true, imgB: false},
-		reason: ReasonNothingToPin,
+		reason: warmv1.ReasonNothingToPin,
 	}, {
 		name: "the last ImageWarm wanting it is gone: unpinned",
 		in: func() planInput {
@@ -129,7 +129,7 @@ func TestPlanPins(t *testing.T) {
 		},
 		unpins: []string{imgA},
 		status: map[string]bool{imgB: false},
-		reason: ReasonNothingToPin,
+		reason: warmv1.ReasonNothingToPin,
 	}, {
 		name: "a Pinned ImageWarm still wants it beside an Unpinned one: kept",
 		in: func() planInput {
@@ -138,7 +138,7 @@ func TestPlanPins(t *testing.T) {
 			return in
 		},
 		status: map[string]bool{imgA: true, imgB: false},
-		reason: ReasonPinned,
+		reason: warmv1.ReasonPinned,
 	}, {
 		name: "suspended: the pin stays",
 		in: func() planInput {
@@ -147,7 +147,7 @@ func TestPlanPins(t *testing.T) {
 			return in
 		},
 		status: map[string]bool{imgA: true},
-		reason: ReasonPinned,
+		reason: warmv1.ReasonPinned,
 	}, {
 		name: "the runtime cannot pin: warmed, not pinned, and the condition says why",
 		in: func() planInput {
@@ -156,7 +156,7 @@ func TestPlanPins(t *testing.T) {
 			return in
 		},
 		status: map[string]bool{imgA: false},
-		reason: ReasonRuntimeCannotPin,
+		reason: warmv1.ReasonRuntimeCannotPin,
 	}, {
 		name: "the last pin failed: tried again, and the condition says so",
 		in: func() planInput {
@@ -166,7 +166,7 @@ func TestPlanPins(t *testing.T) {
 		},
 		pins:   []string{imgA},
 		status: map[string]bool{imgA: true},
-		reason: ReasonPinFailed,
+		reason: warmv1.ReasonPinFailed,
 	}} {
 		t.Run(c.name, func(t *testing.T) {
 			out := plan(c.in())
@@ -185,12 +185,12 @@ func TestPlanPins(t *testing.T) {
 					t.Errorf("%s pinned %v in the status, want %v", k, got[k], want)
 				}
 			}
-			cond := meta.FindStatusCondition(out.status.Conditions, ConditionPinning)
+			cond := meta.FindStatusCondition(out.status.Conditions, warmv1.ConditionPinning)
 			if cond == nil || cond.Reason != c.reason {
 				t.Fatalf("Pinning condition %+v, want reason %s", cond, c.reason)
 			}
 			wantStatus := metav1.ConditionTrue
-			if c.reason == ReasonRuntimeCannotPin || c.reason == ReasonPinFailed {
+			if c.reason == warmv1.ReasonRuntimeCannotPin || c.reason == warmv1.ReasonPinFailed {
 				wantStatus = metav1.ConditionFalse
 			}
 			if cond.Status != wantStatus || cond.Message == "" {
@@ -227,7 +227,7 @@ func TestPlanEvictionBackOff(t *testing.T) {
 	now := t0.Add(time.Hour)
 	out = pass(now, out.state, false)
 	wantPull(t, out, true)
-	if got := eventNames(out.events); !slices.Equal(got, []string{ReasonEvicted + " " + imgA}) {
+	if got := eventNames(out.events); !slices.Equal(got, []string{warmv1.ReasonEvicted + " " + imgA}) {
 		t.Fatalf("events %q, want Evicted", got)
 	}
 
@@ -238,7 +238,7 @@ func TestPlanEvictionBackOff(t *testing.T) {
 	out = pass(arrived.Add(3*time.Second), out.state, false)
 	wantPull(t, out, false)
 	img := out.status.Images[0]
-	if img.State != warmv1.ImageBackOff || img.Reason != ReasonEvictedRepeatedly || !strings.Contains(img.Message, "too small") {
+	if img.State != warmv1.ImageBackOff || img.Reason != warmv1.ReasonEvictedRepeatedly || !strings.Contains(img.Message, "too small") {
 		t.Errorf("status %+v, want BackOff, EvictedRepeatedly, and a message naming the disk", img)
 	}
 	if out.next != 17*time.Second {
@@ -262,7 +262,7 @@ func TestPlanEvictionBackOff(t *testing.T) {
 	in := input(iw)
 	in.now, in.listedAt, in.state, in.evictionBackOff, in.runtime, in.resync = back, back.Add(-time.Millisecond), out.state, b, listed(imgA), time.Hour
 	out = plan(in)
-	if img := out.status.Images[0]; img.State != warmv1.ImagePresent || img.Reason != ReasonEvictedRepeatedly ||
+	if img := out.status.Images[0]; img.State != warmv1.ImagePresent || img.Reason != warmv1.ReasonEvictedRepeatedly ||
 		!strings.Contains(img.Message, "2 time(s) in a row") {
 		t.Errorf("status %+v, want Present, EvictedRepeatedly, counting 2", img)
 	}

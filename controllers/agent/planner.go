@@ -426,7 +426,7 @@ func (p *planner) imageStatus(key string, w *wantedImage, m imageMemory, v image
 	case w.suspended:
 		img.State = warmv1.ImageSkipped
 	case w.waiting && !v.inFlight:
-		img.State, img.Reason, img.Message = warmv1.ImageQueued, ReasonWaitingForRollout, "waiting for the rollout to admit this node"
+		img.State, img.Reason, img.Message = warmv1.ImageQueued, warmv1.ReasonWaitingForRollout, "waiting for the rollout to admit this node"
 	case diskHeld:
 		img.State, img.Reason, img.Message = warmv1.ImageFailed, string(pullengine.ClassDiskPressure), statusMessage(diskMessage(p.in.disk))
 		p.soon(diskRetry)
@@ -458,9 +458,9 @@ func (p *planner) evictionHold(m imageMemory) time.Duration {
 // evictionStatus reports an evicted image waiting out its back-off.
 func (p *planner) evictionStatus(img *warmv1.NodeImage, m imageMemory) {
 	hold := p.evictionHold(m)
-	img.State, img.Reason = warmv1.ImageBackOff, ReasonEvicted
+	img.State, img.Reason = warmv1.ImageBackOff, warmv1.ReasonEvicted
 	if m.evictions > 1 {
-		img.Reason = ReasonEvictedRepeatedly
+		img.Reason = warmv1.ReasonEvictedRepeatedly
 	}
 	img.Message = statusMessage(evictedStatus(m.evictions, hold))
 	p.soon(hold)
@@ -479,7 +479,7 @@ func (p *planner) recentEvictions(img *warmv1.NodeImage, m imageMemory) {
 	if left <= 0 {
 		return
 	}
-	img.Reason, img.Message = ReasonEvictedRepeatedly, statusMessage(evictedPresentStatus(m.evictions))
+	img.Reason, img.Message = warmv1.ReasonEvictedRepeatedly, statusMessage(evictedPresentStatus(m.evictions))
 	p.soon(left)
 }
 
@@ -542,7 +542,7 @@ func (p *planner) finishStatus(st warmv1.NodeWarmStatus) warmv1.NodeWarmStatus {
 		if m, ok := p.in.state.images[invalidKey(bad.image)]; ok && m.state == warmv1.ImageFailed {
 			since = m.since
 		}
-		img := warmv1.NodeImage{Image: plainText(bad.image, maxImageLength), State: warmv1.ImageFailed, Reason: string(pullengine.ClassInvalidImageName),
+		img := warmv1.NodeImage{Image: plainText(bad.image, maxImageLength), State: warmv1.ImageFailed, Reason: warmv1.ReasonInvalidImageName,
 			Message: statusMessage(bad.err.Error()), LastTransitionTime: &since, Warms: p.warmIndices([]types.NamespacedName{bad.warm})}
 		p.out.state.images[invalidKey(bad.image)] = imageMemory{state: img.State, since: since}
 		st.Images = append(st.Images, img)
@@ -559,7 +559,7 @@ func (p *planner) finishStatus(st warmv1.NodeWarmStatus) warmv1.NodeWarmStatus {
 	st.Runtime = p.in.runtimeInfo
 	st.CredentialProviders = p.in.credentialProviders
 	st.ImageFilesystem = imageFilesystem(p.in.disk)
-	st.Conditions = runtimeCondition(p.in.conditions, metav1.ConditionTrue, "RuntimeAnswering", "The container runtime answers CRI calls", now)
+	st.Conditions = runtimeCondition(p.in.conditions, metav1.ConditionTrue, warmv1.ReasonRuntimeAnswering, "The container runtime answers CRI calls", now)
 	st.Conditions = diskCondition(st.Conditions, p.in.disk, now)
 	st.Conditions = p.pinningCondition(st.Conditions, now)
 	st.Conditions = listedCondition(st.Conditions, wanted, now)

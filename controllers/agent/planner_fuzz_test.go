@@ -217,7 +217,7 @@ func checkWarmed(t *testing.T, in planInput, out planOutput) {
 		state[img.Image] = img.State
 	}
 	for _, e := range out.events {
-		if e.reason != ReasonWarmed {
+		if e.reason != warmv1.ReasonWarmed {
 			continue
 		}
 		for key, w := range in.desired.images {
@@ -234,11 +234,11 @@ func checkWarmed(t *testing.T, in planInput, out planOutput) {
 // before the deadline only when every image of every ImageWarm holding it
 // is present; a node that keeps it is reported Waiting.
 func checkTaint(t *testing.T, in planInput, out planOutput) {
-	c := meta.FindStatusCondition(out.status.Conditions, ConditionStartupTaint)
+	c := meta.FindStatusCondition(out.status.Conditions, warmv1.ConditionStartupTaint)
 	switch {
 	case out.removeTaint && !in.taint.onNode:
 		t.Error("removing a taint the node does not have")
-	case !out.removeTaint && in.taint.onNode && (c == nil || c.Reason != TaintWaiting):
+	case !out.removeTaint && in.taint.onNode && (c == nil || c.Reason != warmv1.ReasonTaintWaiting):
 		t.Errorf("tainted node kept with condition %+v, want Waiting", c)
 	case !in.taint.onNode && c != nil:
 		t.Errorf("untainted node with no history has condition %+v", c)

@@ -236,7 +236,7 @@ func TestPlan(t *testing.T) {
 			return in
 		},
 		state:  map[string]warmv1.ImageState{imgA: warmv1.ImagePresent},
-		events: []string{ReasonWarmed},
+		events: []string{warmv1.ReasonWarmed},
 		check: func(t *testing.T, out planOutput) {
 			if m := out.state.images[imgA]; m.failures != 0 || m.failed != nil {
 				t.Errorf("memory %+v: want failures cleared", m)
@@ -336,7 +336,7 @@ func TestPlan(t *testing.T) {
 		name:  "rollout: not admitted yet, not pulled, queued with WaitingForRollout",
 		in:    func() planInput { return input(waiting) },
 		state: map[string]warmv1.ImageState{imgA: warmv1.ImageQueued, imgB: warmv1.ImageQueued},
-		check: reasonOf(imgA, ReasonWaitingForRollout),
+		check: reasonOf(imgA, warmv1.ReasonWaitingForRollout),
 	}, {
 		name:  "rollout: admitted, pulled",
 		in:    func() planInput { return input(admitted) },
@@ -347,13 +347,13 @@ func TestPlan(t *testing.T) {
 		name:  "rollout: a bound for an older spec does not admit",
 		in:    func() planInput { return input(stale) },
 		state: map[string]warmv1.ImageState{imgA: warmv1.ImageQueued},
-		check: reasonOf(imgA, ReasonWaitingForRollout),
+		check: reasonOf(imgA, warmv1.ReasonWaitingForRollout),
 	}, {
 		name:  "rollout: one ImageWarm that admits the node is enough; the other image waits",
 		in:    func() planInput { return input(waiting, admitted) },
 		pulls: []string{imgA},
 		state: map[string]warmv1.ImageState{imgA: warmv1.ImageQueued, imgB: warmv1.ImageQueued},
-		check: reasonOf(imgB, ReasonWaitingForRollout),
+		check: reasonOf(imgB, warmv1.ReasonWaitingForRollout),
 	}, {
 		name: "rollout: a present image stays present while the node waits",
 		in: func() planInput {
@@ -464,7 +464,7 @@ func TestPlanWarmedOnce(t *testing.T) {
 	in.results = []pullengine.Result{resB}
 	in.runtime = listed(imgA, imgB)
 	second := plan(in)
-	if got := eventNames(second.events); !slices.Equal(got, []string{ReasonWarmed}) {
+	if got := eventNames(second.events); !slices.Equal(got, []string{warmv1.ReasonWarmed}) {
 		t.Fatalf("pass 2 events %q, want one Warmed", got)
 	}
 	if note := second.events[0].note; !strings.Contains(note, "pulled 2 (2097152 bytes)") {
@@ -520,7 +520,7 @@ func TestPlanSiblingPull(t *testing.T) {
 	in.results = []pullengine.Result{res}
 	in.runtime = listed(imgA)
 	out := plan(in)
-	if got := eventNames(out.events); !slices.Equal(got, []string{ReasonWarmed}) {
+	if got := eventNames(out.events); !slices.Equal(got, []string{warmv1.ReasonWarmed}) {
 		t.Fatalf("events %q, want one Warmed", got)
 	}
 	if note := out.events[0].note; !strings.Contains(note, "pulled 0 (0 bytes)") {

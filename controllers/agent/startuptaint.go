@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -25,29 +27,6 @@ import (
 // starts reconciling only after it has), so "no ImageWarm asks" is the
 // cluster's answer, not an empty cache's. Holding such a node until the
 // deadline would only keep it out of service for nothing.
-
-// ConditionStartupTaint is the NodeWarm condition that says where the
-// node's startup taint stands: True while the agent holds it, False once
-// it is gone. Nodes that never carried it have no such condition.
-const ConditionStartupTaint = "StartupTaint"
-
-// Reasons of the StartupTaint condition.
-const (
-	// TaintWaiting: some ImageWarm that asks for the taint is not warm yet.
-	TaintWaiting = "Waiting"
-	// TaintRemoved: every ImageWarm that asks for it is warm; removed.
-	TaintRemoved = "Removed"
-	// TaintNotRequested: no ImageWarm selecting the node asks for it;
-	// removed at once.
-	TaintNotRequested = "NotRequested"
-	// TaintDeadlineExceeded: removed at the deadline, not warm.
-	TaintDeadlineExceeded = "DeadlineExceeded"
-	// TaintRemovedElsewhere: someone else removed it while the agent held it.
-	TaintRemovedElsewhere = "RemovedElsewhere"
-	// TaintRemoveFailed: the agent decided to remove it, and the API
-	// server refused (set by the shell, retried on the next pass).
-	TaintRemoveFailed = "RemoveFailed"
-)
 
 // taintInput is what the planner knows of the node's startup taint.
 type taintInput struct {
@@ -71,28 +50,28 @@ func (p *planner) startupTaint(conds []metav1.Condition, cold []types.Namespaced
 	if t.key == "" {
 		return conds
 	}
-	prev := meta.FindStatusCondition(p.in.conditions, ConditionStartupTaint)
-	c := metav1.Condition{Type: ConditionStartupTaint, Status: metav1.ConditionFalse}
+	prev := meta.FindStatusCondition(p.in.conditions, warmv1.ConditionStartupTaint)
+	c := metav1.Condition{Type: warmv1.ConditionStartupTaint, Status: metav1.ConditionFalse}
 	switch {
 	case !t.onNode && prev == nil:
 		return conds // never tainted, as far as this agent knows
 	case !t.onNode && prev.Status != metav1.ConditionFalse:
-		c.Reason, c.Message = TaintRemovedElsewhere, fmt.Sprintf("Taint %s was removed by someone else while the agent held it", t.key)
+		c.Reason, c.Message = warmv1.ReasonTaintRemovedElsewhere, fmt.Sprintf("Taint %s was removed by someone else while the agent held it", t.key)
 	case !t.onNode:
 		c = *prev // removed earlier: keep saying how
 	case len(p.in.desired.holdTaint) == 0:
 		p.out.removeTaint = true
-		c.Reason, c.Message = TaintNotRequested, fmt.Sprintf("No ImageWarm selecting this node asks to hold taint %s; removed", t.key)
+		c.Reason, c.Message = warmv1.ReasonTaintNotRequested, fmt.Sprintf("No ImageWarm selecting this node asks to hold taint %s; removed", t.key)
 	case len(cold) == 0:
 		p.out.removeTaint = true
-		c.Reason, c.Message = TaintRemoved, fmt.Sprintf("Every image of the %d ImageWarms holding taint %s is present; removed", len(p.in.desired.holdTaint), t.key)
+		c.Reason, c.Message = warmv1.ReasonTaintRemoved, fmt.Sprintf("Every image of the %d ImageWarms holding taint %s is present; removed", len(p.in.desired.holdTaint), t.key)
 		p.event(eventTaintRemoved(t.key))
 	case !p.in.now.Before(t.deadline):
 		p.out.removeTaint = true
-		c.Reason, c.Message = TaintDeadlineExceeded, fmt.Sprintf("Deadline %s passed with %s not warm; taint %s removed", t.deadline.UTC().Format(time.RFC3339), namedWarms(cold), t.key)
+		c.Reason, c.Message = warmv1.ReasonTaintDeadlineExceeded, fmt.Sprintf("Deadline %s passed with %s not warm; taint %s removed", t.deadline.UTC().Format(time.RFC3339), namedWarms(cold), t.key)
 		p.event(eventTaintDeadline(t.key, cold))
 	default:
-		c.Status, c.Reason = metav1.ConditionTrue, TaintWaiting
+		c.Status, c.Reason = metav1.ConditionTrue, warmv1.ReasonTaintWaiting
 		c.Message = fmt.Sprintf("Holding taint %s, at most until %s, for %s not warm yet", t.key, t.deadline.UTC().Format(time.RFC3339), namedWarms(cold))
 		p.soon(t.deadline.Sub(p.in.now))
 	}

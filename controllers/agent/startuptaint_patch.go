@@ -60,10 +60,10 @@ func (a *NodeAgent) applyTaint(ctx context.Context, node *corev1.Node, out *plan
 		return nil
 	}
 	out.events = slices.DeleteFunc(out.events, func(e agentEvent) bool {
-		return e.reason == ReasonStartupTaintRemoved || e.reason == ReasonStartupTaintDeadline
+		return e.reason == warmv1.ReasonStartupTaintRemoved || e.reason == warmv1.ReasonStartupTaintDeadline
 	})
 	out.status.Conditions = setCondition(out.status.Conditions, metav1.Condition{
-		Type: ConditionStartupTaint, Status: metav1.ConditionTrue, Reason: TaintRemoveFailed,
+		Type: warmv1.ConditionStartupTaint, Status: metav1.ConditionTrue, Reason: warmv1.ReasonTaintRemoveFailed,
 		Message: truncate.String(fmt.Sprintf("Removing taint %s failed: %v", a.StartupTaintKey, err), warmv1.MaxMessageLength),
 	}, metav1.NewTime(a.Clock.Now()))
 	return err

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/test/testbed"
 )
 
@@ -54,16 +55,16 @@ func TestRemoveStartupTaint(t *testing.T) {
 		if err := cp.Client.Delete(ctx, gone); err != nil {
 			t.Fatal(err)
 		}
-		out := planOutput{removeTaint: true, events: []agentEvent{eventTaintRemoved(DefaultStartupTaintKey), {reason: ReasonWarmed}}}
+		out := planOutput{removeTaint: true, events: []agentEvent{eventTaintRemoved(DefaultStartupTaintKey), {reason: warmv1.ReasonWarmed}}}
 		if err := a.applyTaint(ctx, gone, &out); err == nil {
 			t.Fatal("removing the taint of a deleted Node succeeded")
 		}
-		if got := eventNames(out.events); !slices.Equal(got, []string{ReasonWarmed}) {
+		if got := eventNames(out.events); !slices.Equal(got, []string{warmv1.ReasonWarmed}) {
 			t.Errorf("events %q, want only the unrelated Warmed", got)
 		}
-		c := meta.FindStatusCondition(out.status.Conditions, ConditionStartupTaint)
-		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != TaintRemoveFailed {
-			t.Errorf("condition %+v, want True %s", c, TaintRemoveFailed)
+		c := meta.FindStatusCondition(out.status.Conditions, warmv1.ConditionStartupTaint)
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != warmv1.ReasonTaintRemoveFailed {
+			t.Errorf("condition %+v, want True %s", c, warmv1.ReasonTaintRemoveFailed)
 		}
 	})
 }

@@ -48,7 +48,7 @@ func TestPlanStartupTaint(t *testing.T) {
 	paused.Spec.Suspend = true
 	elsewhere := holding(warm("ns", "elsewhere", map[string]warmv1.LabelValue{"pool": "gpu"}, imgA))
 	prev := func(status metav1.ConditionStatus, reason string) []metav1.Condition {
-		return []metav1.Condition{{Type: ConditionStartupTaint, Status: status, Reason: reason, Message: "before", LastTransitionTime: metav1.NewTime(t0.Add(-time.Hour))}}
+		return []metav1.Condition{{Type: warmv1.ConditionStartupTaint, Status: status, Reason: reason, Message: "before", LastTransitionTime: metav1.NewTime(t0.Add(-time.Hour))}}
 	}
 
 	cases := []taintCase{{
@@ -68,19 +68,19 @@ func TestPlanStartupTaint(t *testing.T) {
 	}, {
 		name:   "tainted, no ImageWarm asks: removed at once",
 		in:     func() planInput { return tainted(plain) },
-		remove: true, status: metav1.ConditionFalse, reason: TaintNotRequested,
+		remove: true, status: metav1.ConditionFalse, reason: warmv1.ReasonTaintNotRequested,
 	}, {
 		name:   "tainted, the only one asking is suspended: removed at once",
 		in:     func() planInput { return tainted(paused, plain) },
-		remove: true, status: metav1.ConditionFalse, reason: TaintNotRequested,
+		remove: true, status: metav1.ConditionFalse, reason: warmv1.ReasonTaintNotRequested,
 	}, {
 		name:   "tainted, the one asking does not select the node: removed at once",
 		in:     func() planInput { return tainted(elsewhere) },
-		remove: true, status: metav1.ConditionFalse, reason: TaintNotRequested,
+		remove: true, status: metav1.ConditionFalse, reason: warmv1.ReasonTaintNotRequested,
 	}, {
 		name:   "tainted, asked, image missing: held until the deadline",
 		in:     func() planInput { return tainted(gate) },
-		status: metav1.ConditionTrue, reason: TaintWaiting, next: time.Minute,
+		status: metav1.ConditionTrue, reason: warmv1.ReasonTaintWaiting, next: time.Minute,
 	}, {
 		name: "tainted, asked, deadline near: the next pass comes at the deadline",
 		in: func() planInput {
@@ -88,7 +88,7 @@ func TestPlanStartupTaint(t *testing.T) {
 			in.taint.deadline = t0.Add(20 * time.Second)
 			return in
 		},
-		status: metav1.ConditionTrue, reason: TaintWaiting, next: 20 * time.Second,
+		status: metav1.ConditionTrue, reason: warmv1.ReasonTaintWaiting, next: 20 * time.Second,
 	}, {
 		name: "tainted, asked, present: removed",
 		in: func() planInput {
@@ -96,7 +96,7 @@ func TestPlanStartupTaint(t *testing.T) {
 			in.runtime = listed(imgA) // plain's imgB is missing: it does not hold the taint
 			return in
 		},
-		remove: true, status: metav1.ConditionFalse, reason: TaintRemoved,
+		remove: true, status: metav1.ConditionFalse, reason: warmv1.ReasonTaintRemoved,
 		events: []string{"StartupTaintRemoved+node"},
 	}, {
 		name: "tainted, asked, listed but its pull still under way: held",
@@ -106,7 +106,7 @@ func TestPlanStartupTaint(t *testing.T) {
 			in.engine[imgA] = pullengine.Status{Image: imgA, Ref: imgA, State: pullengine.StatePulling}
 			return in
 		},
-		status: metav1.ConditionTrue, reason: TaintWaiting,
+		status: metav1.ConditionTrue, reason: warmv1.ReasonTaintWaiting,
 	}, {
 		name: "tainted, asked, failing, deadline passed: removed with a warning",
 		in: func() planInput {
@@ -116,35 +116,35 @@ func TestPlanStartupTaint(t *testing.T) {
 			in.engine[imgA] = backingOff(res)
 			return in
 		},
-		remove: true, status: metav1.ConditionFalse, reason: TaintDeadlineExceeded,
+		remove: true, status: metav1.ConditionFalse, reason: warmv1.ReasonTaintDeadlineExceeded,
 		events: []string{"StartupTaintDeadline+node ns/gate"},
 	}, {
 		name: "removed by someone else while held",
 		in: func() planInput {
 			in := tainted(gate)
 			in.taint.onNode = false
-			in.conditions = prev(metav1.ConditionTrue, TaintWaiting)
+			in.conditions = prev(metav1.ConditionTrue, warmv1.ReasonTaintWaiting)
 			return in
 		},
-		status: metav1.ConditionFalse, reason: TaintRemovedElsewhere,
+		status: metav1.ConditionFalse, reason: warmv1.ReasonTaintRemovedElsewhere,
 	}, {
 		name: "removed earlier (an agent restarted since): never again, nothing said",
 		in: func() planInput {
 			in := tainted(gate)
 			in.taint.onNode = false
-			in.conditions = prev(metav1.ConditionFalse, TaintDeadlineExceeded)
+			in.conditions = prev(metav1.ConditionFalse, warmv1.ReasonTaintDeadlineExceeded)
 			return in
 		},
-		status: metav1.ConditionFalse, reason: TaintDeadlineExceeded,
+		status: metav1.ConditionFalse, reason: warmv1.ReasonTaintDeadlineExceeded,
 	}, {
 		name: "a removal that failed is decided again",
 		in: func() planInput {
 			in := tainted(gate)
 			in.runtime = listed(imgA)
-			in.conditions = prev(metav1.ConditionTrue, TaintRemoveFailed)
+			in.conditions = prev(metav1.ConditionTrue, warmv1.ReasonTaintRemoveFailed)
 			return in
 		},
-		remove: true, status: metav1.ConditionFalse, reason: TaintRemoved,
+		remove: true, status: metav1.ConditionFalse, reason: warmv1.ReasonTaintRemoved,
 		events: []string{"StartupTaintRemoved+node"},
 	}}
 	for _, tc := range cases {
@@ -153,7 +153,7 @@ func TestPlanStartupTaint(t *testing.T) {
 			if out.removeTaint != tc.remove {
 				t.Errorf("removeTaint %v, want %v", out.removeTaint, tc.remove)
 			}
-			c := meta.FindStatusCondition(out.status.Conditions, ConditionStartupTaint)
+			c := meta.FindStatusCondition(out.status.Conditions, warmv1.ConditionStartupTaint)
 			switch {
 			case c == nil && tc.reason != "":
 				t.Errorf("no StartupTaint condition, want %s %s", tc.status, tc.reason)
@@ -181,7 +181,7 @@ func TestPlanStartupTaintMessages(t *testing.T) {
 	}
 	in := tainted(warms...)
 	out := plan(in)
-	c := meta.FindStatusCondition(out.status.Conditions, ConditionStartupTaint)
+	c := meta.FindStatusCondition(out.status.Conditions, warmv1.ConditionStartupTaint)
 	want := "Holding taint warmer.dev/warming, at most until 2026-11-23T12:10:00Z, for ImageWarms ns/a, ns/b, ns/c and 2 more not warm yet"
 	if c == nil || c.Message != want {
 		t.Fatalf("condition %+v, want message %q", c, want)
@@ -191,7 +191,7 @@ func TestPlanStartupTaintMessages(t *testing.T) {
 	// warning goes on the first ImageWarms and on the Node.
 	in.state, in.conditions, in.now = out.state, out.status.Conditions, t0.Add(10*time.Minute)
 	out = plan(in)
-	c = meta.FindStatusCondition(out.status.Conditions, ConditionStartupTaint)
+	c = meta.FindStatusCondition(out.status.Conditions, warmv1.ConditionStartupTaint)
 	if c == nil || !c.LastTransitionTime.Time.Equal(in.now) {
 		t.Errorf("condition %+v, want a transition at %v", c, in.now)
 	}
@@ -208,7 +208,7 @@ func TestPlanStartupTaintMessages(t *testing.T) {
 func taintEvents(events []agentEvent) []string {
 	var out []string
 	for _, e := range events {
-		if e.reason != ReasonStartupTaintRemoved && e.reason != ReasonStartupTaintDeadline {
+		if e.reason != warmv1.ReasonStartupTaintRemoved && e.reason != warmv1.ReasonStartupTaintDeadline {
 			continue
 		}
 		s := e.reason
@@ -218,7 +218,7 @@ func taintEvents(events []agentEvent) []string {
 		for _, nn := range e.subjects {
 			s += " " + nn.String()
 		}
-		if !e.warning && e.reason == ReasonStartupTaintDeadline {
+		if !e.warning && e.reason == warmv1.ReasonStartupTaintDeadline {
 			s += " (not a warning)"
 		}
 		out = append(out, s)

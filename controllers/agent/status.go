@@ -15,15 +15,6 @@ import (
 
 // The NodeWarm status's pieces, as the planner puts them together.
 
-// Conditions of a NodeWarm.
-const (
-	// ConditionRuntimeReady says whether the container runtime answers.
-	ConditionRuntimeReady = "RuntimeReady"
-	// ConditionDiskPressure says whether pulls are held back because the
-	// image filesystem is too full.
-	ConditionDiskPressure = "DiskPressure"
-)
-
 func engineState(s pullengine.State) warmv1.ImageState {
 	switch s {
 	case pullengine.StatePulling:
@@ -178,21 +169,21 @@ func imageFilesystem(u pullengine.DiskUsage) *warmv1.ImageFilesystem {
 
 // runtimeCondition returns conds with RuntimeReady set.
 func runtimeCondition(conds []metav1.Condition, status metav1.ConditionStatus, reason, msg string, now metav1.Time) []metav1.Condition {
-	return setCondition(conds, metav1.Condition{Type: ConditionRuntimeReady, Status: status, Reason: reason, Message: msg}, now)
+	return setCondition(conds, metav1.Condition{Type: warmv1.ConditionRuntimeReady, Status: status, Reason: reason, Message: msg}, now)
 }
 
 // diskCondition returns conds with DiskPressure set from the guard's last
 // reading: True above the threshold, False below, Unknown when the level
 // cannot be read (the guard then lets pulls through).
 func diskCondition(conds []metav1.Condition, u pullengine.DiskUsage, now metav1.Time) []metav1.Condition {
-	c := metav1.Condition{Type: ConditionDiskPressure, Status: metav1.ConditionUnknown, Reason: "LevelUnknown",
+	c := metav1.Condition{Type: warmv1.ConditionDiskPressure, Status: metav1.ConditionUnknown, Reason: warmv1.ReasonLevelUnknown,
 		Message: "The image filesystem's level cannot be read; pulls are not held back"}
 	switch {
 	case u.Pressure:
-		c.Status, c.Reason = metav1.ConditionTrue, "AboveThreshold"
+		c.Status, c.Reason = metav1.ConditionTrue, warmv1.ReasonAboveThreshold
 		c.Message = fmt.Sprintf("Image filesystem %s is %d%% full, above the %d%% pull threshold: no pull starts", u.Mountpoint, u.Percent, u.ThresholdPercent)
 	case u.Known:
-		c.Status, c.Reason = metav1.ConditionFalse, "BelowThreshold"
+		c.Status, c.Reason = metav1.ConditionFalse, warmv1.ReasonBelowThreshold
 		c.Message = fmt.Sprintf("Image filesystem %s is %d%% full, pull threshold %d%%", u.Mountpoint, u.Percent, u.ThresholdPercent)
 	}
 	return setCondition(conds, c, now)

@@ -7,11 +7,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/pkg/pullengine"
 )
 
 func TestDiskCondition(t *testing.T) {
-	runtime := metav1.Condition{Type: ConditionRuntimeReady, Status: metav1.ConditionTrue, Reason: "RuntimeAnswering"}
+	runtime := metav1.Condition{Type: warmv1.ConditionRuntimeReady, Status: metav1.ConditionTrue, Reason: "RuntimeAnswering"}
 	tests := []struct {
 		name   string
 		u      pullengine.DiskUsage
@@ -25,14 +26,14 @@ func TestDiskCondition(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := diskCondition([]metav1.Condition{runtime}, tt.u, metav1.NewTime(t0))
-			c := meta.FindStatusCondition(got, ConditionDiskPressure)
+			c := meta.FindStatusCondition(got, warmv1.ConditionDiskPressure)
 			if c == nil || c.Status != tt.status || c.Reason != tt.reason {
 				t.Fatalf("condition %+v, want %s %s", c, tt.status, tt.reason)
 			}
 			if tt.u.Known && !strings.Contains(c.Message, tt.u.Mountpoint) {
 				t.Errorf("message %q does not name the filesystem", c.Message)
 			}
-			if meta.FindStatusCondition(got, ConditionRuntimeReady) == nil || len(got) != 2 {
+			if meta.FindStatusCondition(got, warmv1.ConditionRuntimeReady) == nil || len(got) != 2 {
 				t.Errorf("other conditions not kept: %+v", got)
 			}
 		})

@@ -13,19 +13,6 @@ import (
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 )
 
-// Reasons of the Ready condition that readiness adds.
-const (
-	// ConditionReasonMinReadyNodesMet: spec.readiness.minReadyNodes of the
-	// counted nodes have every image, though not all of them.
-	ConditionReasonMinReadyNodesMet = "MinReadyNodesMet"
-	// ConditionReasonNoSupportedNodes: every matching node lacks the
-	// platform of some image.
-	ConditionReasonNoSupportedNodes = "NoSupportedNodes"
-	// ConditionReasonTooFewNodes: minReadyNodes asks for more nodes than
-	// can hold the images.
-	ConditionReasonTooFewNodes = "TooFewNodes"
-)
-
 // namedSilentNodes is how many silent nodes a condition message names; the
 // status lists more.
 const namedSilentNodes = 3
@@ -100,30 +87,30 @@ func setReady(st *warmv1.ImageWarmStatus, iw *warmv1.ImageWarm) {
 	c := metav1.Condition{Type: warmv1.ConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: iw.Generation}
 	switch {
 	case counted > 0 && n.Ready >= need:
-		c.Status, c.Reason = metav1.ConditionTrue, ConditionReasonAllNodesWarm
+		c.Status, c.Reason = metav1.ConditionTrue, warmv1.ReasonAllNodesWarm
 		if n.Ready < counted {
-			c.Reason = ConditionReasonMinReadyNodesMet
+			c.Reason = warmv1.ReasonMinReadyNodesMet
 		}
 		c.Message = fmt.Sprintf("%d/%d matching nodes have every image", n.Ready, counted) + needText(iw, need)
 	case iw.Spec.Suspend:
-		c.Reason = ConditionReasonSuspended
+		c.Reason = warmv1.ReasonSuspended
 		c.Message = fmt.Sprintf("suspended; %d/%d matching nodes have every image", n.Ready, counted)
 	case n.Matching == 0:
-		c.Reason, c.Message = ConditionReasonNoMatchingNodes, "the nodeSelector matches no node"
+		c.Reason, c.Message = warmv1.ReasonNoMatchingNodes, "the nodeSelector matches no node"
 	case counted == 0:
-		c.Reason = ConditionReasonNoSupportedNodes
+		c.Reason = warmv1.ReasonNoSupportedNodes
 		c.Message = fmt.Sprintf("every matching node (%d) lacks the platform of some image", n.Matching)
 	case need > counted:
-		c.Reason = ConditionReasonTooFewNodes
+		c.Reason = warmv1.ReasonTooFewNodes
 		c.Message = fmt.Sprintf("minReadyNodes asks for %d nodes; only %d matching nodes can hold the images", need, counted)
 	case n.Failed > 0:
-		c.Reason = ConditionReasonNodesFailed
+		c.Reason = warmv1.ReasonNodesFailed
 		c.Message = fmt.Sprintf("%d/%d matching nodes failed to pull an image", n.Failed, counted) + needText(iw, need)
 	case n.NotReporting > 0:
-		c.Reason = ConditionReasonNotReporting
+		c.Reason = warmv1.ReasonNotReporting
 		c.Message = notReportingText(st, iw) + needText(iw, need)
 	default:
-		c.Reason = ConditionReasonPulling
+		c.Reason = warmv1.ReasonPulling
 		c.Message = fmt.Sprintf("%d/%d matching nodes have every image; %d pulling", n.Ready, counted, n.Pulling) + needText(iw, need)
 	}
 	c.Message += apartText(st, c.Reason)
@@ -145,7 +132,7 @@ func apartText(st *warmv1.ImageWarmStatus, reason string) string {
 	if u := st.Nodes.Unsupported; u > 0 {
 		parts = append(parts, fmt.Sprintf("%d lack the platform of an image and are not counted", u))
 	}
-	if st.Nodes.NotReporting > 0 && reason != ConditionReasonNotReporting {
+	if st.Nodes.NotReporting > 0 && reason != warmv1.ReasonNotReporting {
 		parts = append(parts, fmt.Sprintf("%d not reporting: %s", st.Nodes.NotReporting, silentNames(st)))
 	}
 	if len(parts) == 0 {

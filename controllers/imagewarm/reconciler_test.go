@@ -57,8 +57,8 @@ func TestImageWarmController(t *testing.T) {
 		e.waitFor(t, func(st warmv1.ImageWarmStatus) error {
 			return iwAll(
 				iwCounts(st, warmv1.NodeCounts{Matching: 2, NotReporting: 2}),
-				iwCond(st, warmv1.ConditionReady, metav1.ConditionFalse, ConditionReasonNotReporting),
-				iwCond(st, warmv1.ConditionProgressing, metav1.ConditionTrue, ConditionReasonNotReporting),
+				iwCond(st, warmv1.ConditionReady, metav1.ConditionFalse, warmv1.ReasonNotReporting),
+				iwCond(st, warmv1.ConditionProgressing, metav1.ConditionTrue, warmv1.ReasonNotReporting),
 				iwGeneration(st, 1))
 		})
 	})
@@ -69,8 +69,8 @@ func TestImageWarmController(t *testing.T) {
 		e.waitFor(t, func(st warmv1.ImageWarmStatus) error {
 			return iwAll(
 				iwCounts(st, warmv1.NodeCounts{Matching: 2, Ready: 1, Pulling: 1}),
-				iwCond(st, warmv1.ConditionReady, metav1.ConditionFalse, ConditionReasonPulling),
-				iwCond(st, warmv1.ConditionProgressing, metav1.ConditionTrue, ConditionReasonPulling),
+				iwCond(st, warmv1.ConditionReady, metav1.ConditionFalse, warmv1.ReasonPulling),
+				iwCond(st, warmv1.ConditionProgressing, metav1.ConditionTrue, warmv1.ReasonPulling),
 				iwReadyImages(st, 1),
 				iwPending(st, warmv1.ImageFleetStatus{Image: app, Ready: 1, Pulling: 1}))
 		})
@@ -82,9 +82,9 @@ func TestImageWarmController(t *testing.T) {
 		e.waitFor(t, func(st warmv1.ImageWarmStatus) error {
 			return iwAll(
 				iwCounts(st, warmv1.NodeCounts{Matching: 2, Ready: 2}),
-				iwCond(st, warmv1.ConditionReady, metav1.ConditionTrue, ConditionReasonAllNodesWarm),
-				iwCond(st, warmv1.ConditionProgressing, metav1.ConditionFalse, ConditionReasonAllNodesWarm),
-				iwCond(st, warmv1.ConditionDegraded, metav1.ConditionFalse, ConditionReasonNoFailures),
+				iwCond(st, warmv1.ConditionReady, metav1.ConditionTrue, warmv1.ReasonAllNodesWarm),
+				iwCond(st, warmv1.ConditionProgressing, metav1.ConditionFalse, warmv1.ReasonAllNodesWarm),
+				iwCond(st, warmv1.ConditionDegraded, metav1.ConditionFalse, warmv1.ReasonNoFailures),
 				iwReadyImages(st, 2))
 		})
 		wait()
@@ -99,8 +99,8 @@ func TestImageWarmController(t *testing.T) {
 			}
 			return iwAll(
 				iwCounts(st, warmv1.NodeCounts{Matching: 2, Ready: 1, Failed: 1}),
-				iwCond(st, warmv1.ConditionReady, metav1.ConditionFalse, ConditionReasonNodesFailed),
-				iwCond(st, warmv1.ConditionDegraded, metav1.ConditionTrue, ConditionReasonPullFailed),
+				iwCond(st, warmv1.ConditionReady, metav1.ConditionFalse, warmv1.ReasonNodesFailed),
+				iwCond(st, warmv1.ConditionDegraded, metav1.ConditionTrue, warmv1.ReasonPullFailed),
 				iwReadyImages(st, 1),
 				iwPending(st, warmv1.ImageFleetStatus{Image: app, Ready: 1, Failed: 1}))
 		})
@@ -123,7 +123,7 @@ func TestImageWarmController(t *testing.T) {
 			return iwAll(
 				iwGeneration(st, 2),
 				iwCounts(st, warmv1.NodeCounts{Matching: 2, NotReporting: 2}),
-				iwCond(st, warmv1.ConditionReady, metav1.ConditionFalse, ConditionReasonNotReporting))
+				iwCond(st, warmv1.ConditionReady, metav1.ConditionFalse, warmv1.ReasonNotReporting))
 		})
 		for _, n := range []string{"iw-a1", "iw-a2"} {
 			e.putReport(n, iwWebAt(2), iwImg(nginx, warmv1.ImagePresent), iwImg(app, warmv1.ImagePresent), iwImg("busybox", warmv1.ImagePresent))
@@ -131,7 +131,7 @@ func TestImageWarmController(t *testing.T) {
 		e.waitFor(t, func(st warmv1.ImageWarmStatus) error {
 			return iwAll(
 				iwCounts(st, warmv1.NodeCounts{Matching: 2, Ready: 2}),
-				iwCond(st, warmv1.ConditionReady, metav1.ConditionTrue, ConditionReasonAllNodesWarm))
+				iwCond(st, warmv1.ConditionReady, metav1.ConditionTrue, warmv1.ReasonAllNodesWarm))
 		})
 	})
 

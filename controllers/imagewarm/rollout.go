@@ -15,20 +15,6 @@ import (
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 )
 
-// Reasons of the Rollout condition.
-const (
-	// ConditionReasonAllAdmitted: every matching node that lacks an image
-	// is admitted.
-	ConditionReasonAllAdmitted = "AllAdmitted"
-	// ConditionReasonCanaryPulling: the canary is pulling; the other nodes
-	// wait for it.
-	ConditionReasonCanaryPulling = "CanaryPulling"
-	// ConditionReasonWaves: nodes wait for a slot under maxPulling.
-	ConditionReasonWaves = "Waves"
-	// ConditionReasonCanaryFailed: the canary failed; the rollout stopped.
-	ConditionReasonCanaryFailed = "CanaryFailed"
-)
-
 // AgentGrace is how long a rollout waits for the first report of a
 // matching node that has no NodeWarm yet (its agent is starting, or the
 // node has none) before it passes over the node. Until then the node
@@ -162,17 +148,17 @@ func (w *wave) condition(iw *warmv1.ImageWarm, st *warmv1.RolloutStatus) metav1.
 	switch {
 	case w.stopped():
 		f := w.failed.outcome
-		c.Reason = ConditionReasonCanaryFailed
+		c.Reason = warmv1.ReasonCanaryFailed
 		c.Message = fmt.Sprintf("canary node %s failed to pull %s: %s; the rollout stopped, %d nodes wait; a new spec starts a new rollout",
 			w.failed.name, f.image, f.reason, st.Waiting)
 	case st.Waiting == 0:
-		c.Status, c.Reason = metav1.ConditionTrue, ConditionReasonAllAdmitted
+		c.Status, c.Reason = metav1.ConditionTrue, warmv1.ReasonAllAdmitted
 		c.Message = fmt.Sprintf("every matching node is admitted (%d)", st.Admitted)
 	case w.canaryPending():
-		c.Reason = ConditionReasonCanaryPulling
+		c.Reason = warmv1.ReasonCanaryPulling
 		c.Message = fmt.Sprintf("canary node %s is pulling; %d nodes wait for it", w.first.name, st.Waiting)
 	default:
-		c.Reason = ConditionReasonWaves
+		c.Reason = warmv1.ReasonWaves
 		c.Message = fmt.Sprintf("%d nodes admitted, %d of them pulling (maxPulling %s: %d); %d nodes wait",
 			st.Admitted, w.pulling, w.spec.MaxPulling, w.limit, st.Waiting)
 	}
@@ -195,5 +181,5 @@ func setRollout(st *warmv1.ImageWarmStatus, iw *warmv1.ImageWarm, nodes []rollou
 // canaryFailed says whether st's rollout stopped on a failed canary.
 func canaryFailed(st *warmv1.ImageWarmStatus) bool {
 	c := meta.FindStatusCondition(st.Conditions, warmv1.ConditionRollout)
-	return c != nil && c.Reason == ConditionReasonCanaryFailed
+	return c != nil && c.Reason == warmv1.ReasonCanaryFailed
 }

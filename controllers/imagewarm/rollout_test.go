@@ -53,25 +53,25 @@ func TestRollout(t *testing.T) {
 		admitted, waiting   int32
 		reason, messagePart string
 	}{
-		{"two at a time from the lowest place", rolloutWarm(1, num(2), false, nil), fiveNodes(P, P, P, P, P), 21, 2, 3, ConditionReasonWaves, "maxPulling 2: 2"},
-		{"a percentage rounds up", rolloutWarm(1, percent("30%"), false, nil), fiveNodes(P, P, P, P, P), 21, 2, 3, ConditionReasonWaves, "maxPulling 30%: 2"},
-		{"a small percentage is still one node", rolloutWarm(1, percent("1%"), false, nil), fiveNodes(P, P, P, P, P), 11, 1, 4, ConditionReasonWaves, ""},
-		{"nodes that have every image take no slot", rolloutWarm(1, num(1), false, nil), fiveNodes(R, R, P, P, P), 31, 3, 2, ConditionReasonWaves, ""},
-		{"nodes without an agent or the platform take no slot", rolloutWarm(1, num(1), false, nil), fiveNodes(N, U, P, P, P), 31, 3, 2, ConditionReasonWaves, ""},
-		{"slots stay taken while admitted nodes pull", rolloutWarm(1, num(2), false, at(1, 21)), fiveNodes(P, P, P, P, P), 21, 2, 3, ConditionReasonWaves, ""},
-		{"finished and failed nodes give their slots up", rolloutWarm(1, num(2), false, at(1, 21)), fiveNodes(R, F, P, P, P), 41, 4, 1, ConditionReasonWaves, ""},
-		{"the last wave admits everyone", rolloutWarm(1, num(2), false, at(1, 41)), fiveNodes(R, R, R, R, P), 51, 5, 0, ConditionReasonAllAdmitted, "(5)"},
-		{"the bound never goes down", rolloutWarm(1, num(1), false, at(1, 51)), fiveNodes(P, P, P, P, P), 51, 5, 0, ConditionReasonAllAdmitted, ""},
-		{"an older generation's bound starts again", rolloutWarm(2, num(1), false, at(1, 51)), fiveNodes(P, P, P, P, P), 11, 1, 4, ConditionReasonWaves, ""},
-		{"a canary first", rolloutWarm(1, num(3), true, nil), fiveNodes(P, P, P, P, P), 11, 1, 4, ConditionReasonCanaryPulling, "canary node n1 is pulling; 4 nodes wait"},
-		{"a canary without maxPulling", rolloutWarm(1, nil, true, nil), fiveNodes(P, P, P, P, P), 11, 1, 4, ConditionReasonCanaryPulling, ""},
-		{"a failed canary stops the rollout", rolloutWarm(1, num(3), true, at(1, 11)), fiveNodes(F, P, P, P, P), 11, 1, 4, ConditionReasonCanaryFailed,
+		{"two at a time from the lowest place", rolloutWarm(1, num(2), false, nil), fiveNodes(P, P, P, P, P), 21, 2, 3, warmv1.ReasonWaves, "maxPulling 2: 2"},
+		{"a percentage rounds up", rolloutWarm(1, percent("30%"), false, nil), fiveNodes(P, P, P, P, P), 21, 2, 3, warmv1.ReasonWaves, "maxPulling 30%: 2"},
+		{"a small percentage is still one node", rolloutWarm(1, percent("1%"), false, nil), fiveNodes(P, P, P, P, P), 11, 1, 4, warmv1.ReasonWaves, ""},
+		{"nodes that have every image take no slot", rolloutWarm(1, num(1), false, nil), fiveNodes(R, R, P, P, P), 31, 3, 2, warmv1.ReasonWaves, ""},
+		{"nodes without an agent or the platform take no slot", rolloutWarm(1, num(1), false, nil), fiveNodes(N, U, P, P, P), 31, 3, 2, warmv1.ReasonWaves, ""},
+		{"slots stay taken while admitted nodes pull", rolloutWarm(1, num(2), false, at(1, 21)), fiveNodes(P, P, P, P, P), 21, 2, 3, warmv1.ReasonWaves, ""},
+		{"finished and failed nodes give their slots up", rolloutWarm(1, num(2), false, at(1, 21)), fiveNodes(R, F, P, P, P), 41, 4, 1, warmv1.ReasonWaves, ""},
+		{"the last wave admits everyone", rolloutWarm(1, num(2), false, at(1, 41)), fiveNodes(R, R, R, R, P), 51, 5, 0, warmv1.ReasonAllAdmitted, "(5)"},
+		{"the bound never goes down", rolloutWarm(1, num(1), false, at(1, 51)), fiveNodes(P, P, P, P, P), 51, 5, 0, warmv1.ReasonAllAdmitted, ""},
+		{"an older generation's bound starts again", rolloutWarm(2, num(1), false, at(1, 51)), fiveNodes(P, P, P, P, P), 11, 1, 4, warmv1.ReasonWaves, ""},
+		{"a canary first", rolloutWarm(1, num(3), true, nil), fiveNodes(P, P, P, P, P), 11, 1, 4, warmv1.ReasonCanaryPulling, "canary node n1 is pulling; 4 nodes wait"},
+		{"a canary without maxPulling", rolloutWarm(1, nil, true, nil), fiveNodes(P, P, P, P, P), 11, 1, 4, warmv1.ReasonCanaryPulling, ""},
+		{"a failed canary stops the rollout", rolloutWarm(1, num(3), true, at(1, 11)), fiveNodes(F, P, P, P, P), 11, 1, 4, warmv1.ReasonCanaryFailed,
 			"canary node n1 failed to pull registry.example/app:v9: NotFound; the rollout stopped, 4 nodes wait"},
-		{"a canary that succeeded lets maxPulling through", rolloutWarm(1, num(3), true, at(1, 11)), fiveNodes(R, P, P, P, P), 41, 4, 1, ConditionReasonWaves, ""},
-		{"a canary that succeeded, no maxPulling", rolloutWarm(1, nil, true, at(1, 11)), fiveNodes(R, P, P, P, P), 51, 5, 0, ConditionReasonAllAdmitted, ""},
-		{"a node that already had the images proves the images", rolloutWarm(1, num(1), true, nil), fiveNodes(R, P, P, P, P), 21, 2, 3, ConditionReasonWaves, ""},
-		{"a new spec after a failed canary starts again", rolloutWarm(2, num(3), true, at(1, 11)), fiveNodes(P, P, P, P, P), 11, 1, 4, ConditionReasonCanaryPulling, ""},
-		{"no node", rolloutWarm(1, num(1), true, nil), nil, 0, 0, 0, ConditionReasonAllAdmitted, ""},
+		{"a canary that succeeded lets maxPulling through", rolloutWarm(1, num(3), true, at(1, 11)), fiveNodes(R, P, P, P, P), 41, 4, 1, warmv1.ReasonWaves, ""},
+		{"a canary that succeeded, no maxPulling", rolloutWarm(1, nil, true, at(1, 11)), fiveNodes(R, P, P, P, P), 51, 5, 0, warmv1.ReasonAllAdmitted, ""},
+		{"a node that already had the images proves the images", rolloutWarm(1, num(1), true, nil), fiveNodes(R, P, P, P, P), 21, 2, 3, warmv1.ReasonWaves, ""},
+		{"a new spec after a failed canary starts again", rolloutWarm(2, num(3), true, at(1, 11)), fiveNodes(P, P, P, P, P), 11, 1, 4, warmv1.ReasonCanaryPulling, ""},
+		{"no node", rolloutWarm(1, num(1), true, nil), nil, 0, 0, 0, warmv1.ReasonAllAdmitted, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -84,7 +84,7 @@ func TestRollout(t *testing.T) {
 			if cond.Reason != c.reason || !strings.Contains(cond.Message, c.messagePart) {
 				t.Errorf("condition %s %q, want reason %s with %q", cond.Reason, cond.Message, c.reason, c.messagePart)
 			}
-			if want := c.reason == ConditionReasonAllAdmitted; (cond.Status == metav1.ConditionTrue) != want {
+			if want := c.reason == warmv1.ReasonAllAdmitted; (cond.Status == metav1.ConditionTrue) != want {
 				t.Errorf("condition status %s with reason %s", cond.Status, cond.Reason)
 			}
 		})
@@ -139,7 +139,7 @@ func TestAggregateRollout(t *testing.T) {
 	}
 	roll := meta.FindStatusCondition(st.Conditions, warmv1.ConditionRollout)
 	prog := meta.FindStatusCondition(st.Conditions, warmv1.ConditionProgressing)
-	if roll == nil || roll.Reason != ConditionReasonCanaryFailed || !strings.Contains(roll.Message, first) || prog.Reason != ConditionReasonCanaryFailed || st.Rollout.Admitted != 1 {
+	if roll == nil || roll.Reason != warmv1.ReasonCanaryFailed || !strings.Contains(roll.Message, first) || prog.Reason != warmv1.ReasonCanaryFailed || st.Rollout.Admitted != 1 {
 		t.Fatalf("after the canary failed: rollout %+v, conditions %+v", st.Rollout, st.Conditions)
 	}
 	iw.Status, iw.Spec.Rollout = st, nil

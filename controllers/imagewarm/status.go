@@ -12,30 +12,6 @@ import (
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 )
 
-// Reasons of the ImageWarm conditions. They are prefixed so that they do not
-// mix with the agent's event reasons, some of which share a word.
-const (
-	// ConditionReasonAllNodesWarm: every matching node has every image.
-	ConditionReasonAllNodesWarm = "AllNodesWarm"
-	// ConditionReasonNoMatchingNodes: the nodeSelector matches no node.
-	ConditionReasonNoMatchingNodes = "NoMatchingNodes"
-	// ConditionReasonPulling: some matching node is still pulling or waiting
-	// to pull an image.
-	ConditionReasonPulling = "Pulling"
-	// ConditionReasonNodesFailed: some matching node failed to pull an image.
-	ConditionReasonNodesFailed = "NodesFailed"
-	// ConditionReasonNotReporting: some matching node's agent has not
-	// reported on the current generation of the spec.
-	ConditionReasonNotReporting = "NotReporting"
-	// ConditionReasonSuspended: spec.suspend is set.
-	ConditionReasonSuspended = "Suspended"
-	// ConditionReasonPullFailed: Degraded, some matching node failed to pull
-	// an image.
-	ConditionReasonPullFailed = "PullFailed"
-	// ConditionReasonNoFailures: not Degraded.
-	ConditionReasonNoFailures = "NoFailures"
-)
-
 // fleet is one reconcile's read of the cluster: every node's name and labels,
 // and each agent's report by node name. It is built from cache lists taken
 // without deep copies, so nothing reachable from it may be modified.
@@ -109,23 +85,23 @@ func setProgressing(st *warmv1.ImageWarmStatus, iw *warmv1.ImageWarm) {
 	c := metav1.Condition{Type: warmv1.ConditionProgressing, Status: metav1.ConditionFalse, ObservedGeneration: iw.Generation}
 	switch {
 	case iw.Spec.Suspend:
-		c.Reason, c.Message = ConditionReasonSuspended, "suspended; no new pulls"
+		c.Reason, c.Message = warmv1.ReasonSuspended, "suspended; no new pulls"
 	case canaryFailed(st):
 		// The waiting nodes count as pulling, but nothing moves.
-		c.Reason, c.Message = ConditionReasonCanaryFailed, "the canary failed; the rollout stopped (see the Rollout condition)"
+		c.Reason, c.Message = warmv1.ReasonCanaryFailed, "the canary failed; the rollout stopped (see the Rollout condition)"
 	case n.Pulling > 0:
-		c.Status, c.Reason = metav1.ConditionTrue, ConditionReasonPulling
+		c.Status, c.Reason = metav1.ConditionTrue, warmv1.ReasonPulling
 		c.Message = fmt.Sprintf("%d nodes pulling, %d not reporting", n.Pulling, n.NotReporting)
 	case n.NotReporting > 0:
-		c.Status, c.Reason = metav1.ConditionTrue, ConditionReasonNotReporting
+		c.Status, c.Reason = metav1.ConditionTrue, warmv1.ReasonNotReporting
 		c.Message = notReportingText(st, iw)
 	case n.Matching == 0:
-		c.Reason, c.Message = ConditionReasonNoMatchingNodes, "the nodeSelector matches no node"
+		c.Reason, c.Message = warmv1.ReasonNoMatchingNodes, "the nodeSelector matches no node"
 	case n.Failed > 0:
-		c.Reason = ConditionReasonNodesFailed
+		c.Reason = warmv1.ReasonNodesFailed
 		c.Message = fmt.Sprintf("no node is pulling; %d failed", n.Failed)
 	default:
-		c.Reason, c.Message = ConditionReasonAllNodesWarm, "every matching node has every image"
+		c.Reason, c.Message = warmv1.ReasonAllNodesWarm, "every matching node has every image"
 	}
 	meta.SetStatusCondition(&st.Conditions, c)
 }
@@ -139,11 +115,11 @@ func setDegraded(st *warmv1.ImageWarmStatus, iw *warmv1.ImageWarm) {
 	switch {
 	case n.Failed > 0 && len(st.Failures) > 0:
 		first := st.Failures[0]
-		c.Status, c.Reason = metav1.ConditionTrue, ConditionReasonPullFailed
+		c.Status, c.Reason = metav1.ConditionTrue, warmv1.ReasonPullFailed
 		c.Message = fmt.Sprintf("%d/%d matching nodes failed to pull an image; first: %s on node %s: %s",
 			n.Failed, n.Matching, first.Image, first.Node, first.Reason)
 	default:
-		c.Reason, c.Message = ConditionReasonNoFailures, "no matching node failed to pull an image"
+		c.Reason, c.Message = warmv1.ReasonNoFailures, "no matching node failed to pull an image"
 	}
 	meta.SetStatusCondition(&st.Conditions, c)
 }

@@ -10,7 +10,6 @@ import (
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/internal/truncate"
 	"github.com/warmer-dev/warmer/pkg/imageref"
-	"github.com/warmer-dev/warmer/pkg/pullengine"
 )
 
 // warmTally counts one ImageWarm's matching nodes, one node at a time, in
@@ -207,7 +206,7 @@ func unlistedEntry(nw *warmv1.NodeWarm) *warmv1.NodeImage {
 // for the node's OS and architecture.
 func lacksPlatform(e *warmv1.NodeImage) bool {
 	return e != nil && (e.State == warmv1.ImageFailed || e.State == warmv1.ImageBackOff) &&
-		e.Reason == string(pullengine.ClassNoMatchingPlatform)
+		e.Reason == warmv1.ReasonNoMatchingPlatform
 }
 
 // reportedBy says whether the agent's report covers this ImageWarm's current

@@ -23,22 +23,6 @@ import (
 	"github.com/warmer-dev/warmer/internal/truncate"
 )
 
-// Reasons of the ImagesResolved condition.
-const (
-	// ConditionReasonResolved: every image the workloads name is warmed.
-	ConditionReasonResolved = "Resolved"
-	// ConditionReasonTooManyImages: the workloads name more images than one
-	// ImageWarm may warm; the first by name are.
-	ConditionReasonTooManyImages = "TooManyImages"
-	// ConditionReasonInvalidImages: some template images are not valid
-	// references and are left out.
-	ConditionReasonInvalidImages = "InvalidImages"
-	// ConditionReasonKindsNotWatched: imagesFrom reads a kind the
-	// controller does not watch (--images-from-kinds); workloads of that
-	// kind are not read.
-	ConditionReasonKindsNotWatched = "KindsNotWatched"
-)
-
 // CacheOptions are the controller manager's cache settings: managed fields
 // are dropped from everything, and workloads of the watched kinds (nil:
 // every kind) are kept as their names, labels and pod template images only
@@ -146,7 +130,7 @@ func (r *Reconciler) withResolved(ctx context.Context, iw *warmv1.ImageWarm) (*w
 	view.Status.Resolved = res.Status()
 	c := imagesResolvedCondition(&res, iw.Generation)
 	if unwatched := r.unwatchedKinds(from); len(unwatched) > 0 {
-		c.Status, c.Reason = metav1.ConditionFalse, ConditionReasonKindsNotWatched
+		c.Status, c.Reason = metav1.ConditionFalse, warmv1.ReasonKindsNotWatched
 		c.Message = fmt.Sprintf("the controller does not watch %v (its --images-from-kinds): their workloads are not read; %s", unwatched, c.Message)
 	}
 	meta.SetStatusCondition(&view.Status.Conditions, c)
@@ -199,15 +183,15 @@ func (r *Reconciler) selectedWorkloads(ctx context.Context, namespace string, fr
 // warmed, naming the first problem when not.
 func imagesResolvedCondition(res *workloads.Result, generation int64) metav1.Condition {
 	c := metav1.Condition{Type: warmv1.ConditionImagesResolved, Status: metav1.ConditionTrue,
-		Reason: ConditionReasonResolved, ObservedGeneration: generation}
+		Reason: warmv1.ReasonResolved, ObservedGeneration: generation}
 	switch {
 	case len(res.Invalid) > 0:
 		first := res.Invalid[0]
-		c.Status, c.Reason = metav1.ConditionFalse, ConditionReasonInvalidImages
+		c.Status, c.Reason = metav1.ConditionFalse, warmv1.ReasonInvalidImages
 		c.Message = truncate.String(fmt.Sprintf("%d template images are not valid references and are not warmed; first: %s %s: %v",
 			len(res.Invalid), first.Workload, first.Where, first.Err), warmv1.MaxMessageLength)
 	case res.Dropped > 0:
-		c.Status, c.Reason = metav1.ConditionFalse, ConditionReasonTooManyImages
+		c.Status, c.Reason = metav1.ConditionFalse, warmv1.ReasonTooManyImages
 		c.Message = fmt.Sprintf("the workloads name %d more images than the %d one ImageWarm may warm; the first %d by name are warmed",
 			res.Dropped, warmv1.MaxImagesPerWarm, len(res.Images))
 	default:

@@ -49,7 +49,7 @@ func TestImagesFromWorkloads(t *testing.T) {
 	t.Run("resolves the selected Deployment's images", func(t *testing.T) {
 		e.waitFor(t, func(st warmv1.ImageWarmStatus) error {
 			return iwAll(iwResolved(st, v1, 1),
-				iwCond(st, warmv1.ConditionImagesResolved, metav1.ConditionTrue, ConditionReasonResolved),
+				iwCond(st, warmv1.ConditionImagesResolved, metav1.ConditionTrue, warmv1.ReasonResolved),
 				iwCounts(st, warmv1.NodeCounts{Matching: 1, NotReporting: 1}))
 		})
 	})
@@ -59,7 +59,7 @@ func TestImagesFromWorkloads(t *testing.T) {
 		e.putReport("wl-1", iwFromAt(1, hashV1), iwImg(v1[0], warmv1.ImagePresent), iwImg(v1[1], warmv1.ImagePresent))
 		e.waitFor(t, func(st warmv1.ImageWarmStatus) error {
 			return iwAll(iwCounts(st, warmv1.NodeCounts{Matching: 1, Ready: 1}),
-				iwCond(st, warmv1.ConditionReady, metav1.ConditionTrue, ConditionReasonAllNodesWarm))
+				iwCond(st, warmv1.ConditionReady, metav1.ConditionTrue, warmv1.ReasonAllNodesWarm))
 		})
 	})
 
@@ -73,16 +73,16 @@ func TestImagesFromWorkloads(t *testing.T) {
 		e.waitFor(t, func(st warmv1.ImageWarmStatus) error {
 			return iwAll(iwResolved(st, v2, 1), iwGeneration(st, 1),
 				iwCounts(st, warmv1.NodeCounts{Matching: 1, NotReporting: 1}),
-				iwCond(st, warmv1.ConditionReady, metav1.ConditionFalse, ConditionReasonNotReporting))
+				iwCond(st, warmv1.ConditionReady, metav1.ConditionFalse, warmv1.ReasonNotReporting))
 		})
 		e.putReport("wl-1", iwFromAt(1, workloads.Hash(v2)), iwImg(v2[0], warmv1.ImagePulling), iwImg(v2[1], warmv1.ImagePresent))
 		e.waitFor(t, func(st warmv1.ImageWarmStatus) error {
 			return iwAll(iwCounts(st, warmv1.NodeCounts{Matching: 1, Pulling: 1}),
-				iwCond(st, warmv1.ConditionReady, metav1.ConditionFalse, ConditionReasonPulling))
+				iwCond(st, warmv1.ConditionReady, metav1.ConditionFalse, warmv1.ReasonPulling))
 		})
 		e.putReport("wl-1", iwFromAt(1, workloads.Hash(v2)), iwImg(v2[0], warmv1.ImagePresent), iwImg(v2[1], warmv1.ImagePresent))
 		e.waitFor(t, func(st warmv1.ImageWarmStatus) error {
-			return iwCond(st, warmv1.ConditionReady, metav1.ConditionTrue, ConditionReasonAllNodesWarm)
+			return iwCond(st, warmv1.ConditionReady, metav1.ConditionTrue, warmv1.ReasonAllNodesWarm)
 		})
 	})
 
@@ -95,7 +95,7 @@ func TestImagesFromWorkloads(t *testing.T) {
 		}
 		e.waitFor(t, func(st warmv1.ImageWarmStatus) error {
 			return iwAll(iwResolved(st, []string{"docker.io/library/app:v2", "docker.io/library/backup:v1", "docker.io/library/init:v1"}, 2),
-				iwCond(st, warmv1.ConditionImagesResolved, metav1.ConditionFalse, ConditionReasonInvalidImages))
+				iwCond(st, warmv1.ConditionImagesResolved, metav1.ConditionFalse, warmv1.ReasonInvalidImages))
 		})
 	})
 
@@ -146,7 +146,7 @@ func TestImagesFromKindsNotWatched(t *testing.T) {
 	}
 	e.waitFor(t, func(st warmv1.ImageWarmStatus) error {
 		if err := iwAll(iwResolved(st, []string{"docker.io/library/db:v1"}, 1),
-			iwCond(st, warmv1.ConditionImagesResolved, metav1.ConditionFalse, ConditionReasonKindsNotWatched)); err != nil {
+			iwCond(st, warmv1.ConditionImagesResolved, metav1.ConditionFalse, warmv1.ReasonKindsNotWatched)); err != nil {
 			return err
 		}
 		c := meta.FindStatusCondition(st.Conditions, warmv1.ConditionImagesResolved)
@@ -200,9 +200,9 @@ func TestImagesResolvedCondition(t *testing.T) {
 		reason string
 		msg    string
 	}{
-		{"all resolved", workloads.Result{Images: []string{"a", "b"}, Workloads: 3}, metav1.ConditionTrue, ConditionReasonResolved, "2 images from 3 workloads"},
-		{"too many", workloads.Result{Images: make([]string, 100), Dropped: 7}, metav1.ConditionFalse, ConditionReasonTooManyImages, "7 more images"},
-		{"invalid first", workloads.Result{Dropped: 7, Invalid: []workloads.Invalid{bad}}, metav1.ConditionFalse, ConditionReasonInvalidImages,
+		{"all resolved", workloads.Result{Images: []string{"a", "b"}, Workloads: 3}, metav1.ConditionTrue, warmv1.ReasonResolved, "2 images from 3 workloads"},
+		{"too many", workloads.Result{Images: make([]string, 100), Dropped: 7}, metav1.ConditionFalse, warmv1.ReasonTooManyImages, "7 more images"},
+		{"invalid first", workloads.Result{Dropped: 7, Invalid: []workloads.Invalid{bad}}, metav1.ConditionFalse, warmv1.ReasonInvalidImages,
 			"1 template images are not valid references and are not warmed; first: Deployment/web containers[app]: invalid reference format"},
 	}
 	for _, c := range cases {

@@ -57,6 +57,18 @@ const (
 	ClassCanceled Class = "Canceled"
 )
 
+// Classes lists every class a failed pull can have, in the order above.
+// The API states the same words as NodeWarm image reasons; a test holds
+// the two lists equal.
+func Classes() []Class {
+	return []Class{
+		ClassInvalidImageName, ClassRegistryUnavailable, ClassRateLimited,
+		ClassUnauthorized, ClassNotFound, ClassNoMatchingPlatform,
+		ClassSignatureValidationFailed, ClassTimeout, ClassDiskPressure,
+		ClassCredentialProviderFailed, ClassErrImagePull, ClassCanceled,
+	}
+}
+
 // classRule maps message fragments (lower case) to a class.
 type classRule struct {
 	class     Class

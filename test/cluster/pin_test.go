@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
-	"github.com/warmer-dev/warmer/controllers/agent"
 	"github.com/warmer-dev/warmer/pkg/criclient"
 	"github.com/warmer-dev/warmer/test/testbed"
 )
@@ -73,7 +72,7 @@ func pinnedEverywhere(t *testing.T, ref string) error {
 	if err := node.Client.Get(context.Background(), client.ObjectKey{Name: node.Name}, &nw); err != nil {
 		return err
 	}
-	c := meta.FindStatusCondition(nw.Status.Conditions, agent.ConditionPinning)
+	c := meta.FindStatusCondition(nw.Status.Conditions, warmv1.ConditionPinning)
 	if c == nil || c.Status != metav1.ConditionTrue {
 		return fmt.Errorf("NodeWarm Pinning condition %+v", c)
 	}

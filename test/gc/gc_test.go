@@ -39,7 +39,6 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
-	"github.com/warmer-dev/warmer/controllers/agent"
 	"github.com/warmer-dev/warmer/pkg/criclient"
 	"github.com/warmer-dev/warmer/test/testbed"
 )
@@ -118,12 +117,12 @@ func TestPinnedSurviveImageGC(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if img.Reason != agent.ReasonEvictedRepeatedly || !strings.Contains(img.Message, "too small") {
+		if img.Reason != warmv1.ReasonEvictedRepeatedly || !strings.Contains(img.Message, "too small") {
 			return fmt.Errorf("loose is %s/%s: %q", img.State, img.Reason, img.Message)
 		}
 		return nil
 	})
-	if n := len(b.events(t, "loose", agent.ReasonEvicted)); n == 0 {
+	if n := len(b.events(t, "loose", warmv1.ReasonEvicted)); n == 0 {
 		t.Error("no Evicted event on ImageWarm loose")
 	}
 
@@ -261,7 +260,7 @@ func (b *bed) pinnedEverywhere(t *testing.T, refs ...string) error {
 	if err := b.node.Client.Get(context.Background(), types.NamespacedName{Name: b.node.Name}, &nw); err != nil {
 		return err
 	}
-	c := meta.FindStatusCondition(nw.Status.Conditions, agent.ConditionPinning)
+	c := meta.FindStatusCondition(nw.Status.Conditions, warmv1.ConditionPinning)
 	if c == nil || c.Status != metav1.ConditionTrue {
 		return fmt.Errorf("Pinning condition %+v", c)
 	}

@@ -121,10 +121,10 @@ func testWarm(t *testing.T, n *testbed.RealNode, pod *corev1.Pod) {
 		}
 		return nil
 	})
-	if c := taintCondition(t, n); c == nil || c.Status != metav1.ConditionFalse || c.Reason != agent.TaintRemoved {
-		t.Errorf("NodeWarm condition %+v, want StartupTaint False %s", c, agent.TaintRemoved)
+	if c := taintCondition(t, n); c == nil || c.Status != metav1.ConditionFalse || c.Reason != warmv1.ReasonTaintRemoved {
+		t.Errorf("NodeWarm condition %+v, want StartupTaint False %s", c, warmv1.ReasonTaintRemoved)
 	}
-	wantNodeEvent(t, n, agent.ReasonStartupTaintRemoved, corev1.EventTypeNormal)
+	wantNodeEvent(t, n, warmv1.ReasonStartupTaintRemoved, corev1.EventTypeNormal)
 
 	testbed.Eventually(t, 2*time.Minute, "the pod running", func() error {
 		if p := getPod(t, n, pod); p.Status.Phase != corev1.PodRunning {
@@ -164,7 +164,7 @@ func testDeadline(t *testing.T, n *testbed.RealNode) {
 
 	testbed.Eventually(t, time.Minute, "the new agent holding the taint", func() error {
 		c := taintCondition(t, n)
-		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != agent.TaintWaiting {
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != warmv1.ReasonTaintWaiting {
 			return fmt.Errorf("NodeWarm condition %+v", c)
 		}
 		if !strings.Contains(c.Message, ns+"/broken") || strings.Contains(c.Message, ns+"/app") {
@@ -183,13 +183,13 @@ func testDeadline(t *testing.T, n *testbed.RealNode) {
 	if early := time.Until(created.Add(deadline)); early > time.Second {
 		t.Errorf("taint removed %v before its deadline", early)
 	}
-	if c := taintCondition(t, n); c == nil || c.Status != metav1.ConditionFalse || c.Reason != agent.TaintDeadlineExceeded {
-		t.Errorf("NodeWarm condition %+v, want StartupTaint False %s", c, agent.TaintDeadlineExceeded)
+	if c := taintCondition(t, n); c == nil || c.Status != metav1.ConditionFalse || c.Reason != warmv1.ReasonTaintDeadlineExceeded {
+		t.Errorf("NodeWarm condition %+v, want StartupTaint False %s", c, warmv1.ReasonTaintDeadlineExceeded)
 	}
-	wantNodeEvent(t, n, agent.ReasonStartupTaintDeadline, corev1.EventTypeWarning)
+	wantNodeEvent(t, n, warmv1.ReasonStartupTaintDeadline, corev1.EventTypeWarning)
 	testbed.Eventually(t, 30*time.Second, "a deadline warning on ImageWarm broken", func() error {
 		for _, e := range events(t, n) {
-			if e.Regarding.Kind == "ImageWarm" && e.Regarding.Name == "broken" && e.Reason == agent.ReasonStartupTaintDeadline && e.Type == corev1.EventTypeWarning {
+			if e.Regarding.Kind == "ImageWarm" && e.Regarding.Name == "broken" && e.Reason == warmv1.ReasonStartupTaintDeadline && e.Type == corev1.EventTypeWarning {
 				return nil
 			}
 		}
@@ -265,7 +265,7 @@ func taintCondition(t *testing.T, n *testbed.RealNode) *metav1.Condition {
 		}
 		t.Fatal(err)
 	}
-	return meta.FindStatusCondition(nw.Status.Conditions, agent.ConditionStartupTaint)
+	return meta.FindStatusCondition(nw.Status.Conditions, warmv1.ConditionStartupTaint)
 }
 
 func getPod(t *testing.T, n *testbed.RealNode, pod *corev1.Pod) *corev1.Pod {

@@ -1,0 +1,247 @@
+package v1alpha1
+
+// warmer's vocabulary: every condition type and reason an ImageWarm or a
+// NodeWarm carries, and the reasons of the events the agent records, in one
+// place. Both controllers use these names; the words are part of the API
+// (users match on them in alerts and scripts), so a value never changes once
+// released. A reason shared by two conditions or by a condition and an event
+// is one constant.
+
+// ImageWarm condition types.
+const (
+	// ConditionReady is True when every matching node has every image.
+	ConditionReady = "Ready"
+	// ConditionProgressing is True while some matching node is still pulling.
+	ConditionProgressing = "Progressing"
+	// ConditionDegraded is True when some matching node failed to pull an
+	// image.
+	ConditionDegraded = "Degraded"
+	// ConditionImagesResolved is True when every image the workloads of
+	// spec.imagesFrom name is warmed, False when some are left out (too
+	// many, or not valid references). Only an ImageWarm with imagesFrom has
+	// it.
+	ConditionImagesResolved = "ImagesResolved"
+	// ConditionRollout is True when every matching node is admitted, False
+	// while nodes wait for their wave or when the canary failed. Only an
+	// ImageWarm with spec.rollout has it.
+	ConditionRollout = "Rollout"
+)
+
+// Reasons of the ImageWarm's Ready, Progressing and Degraded conditions.
+const (
+	// ReasonAllNodesWarm: every matching node has every image.
+	ReasonAllNodesWarm = "AllNodesWarm"
+	// ReasonNoMatchingNodes: the nodeSelector matches no node.
+	ReasonNoMatchingNodes = "NoMatchingNodes"
+	// ReasonPulling: some matching node is still pulling or waiting to pull
+	// an image. Also the agent's event when a pull starts.
+	ReasonPulling = "Pulling"
+	// ReasonNodesFailed: some matching node failed to pull an image.
+	ReasonNodesFailed = "NodesFailed"
+	// ReasonNotReporting: some matching node's agent has not reported on
+	// the current generation of the spec.
+	ReasonNotReporting = "NotReporting"
+	// ReasonSuspended: spec.suspend is set.
+	ReasonSuspended = "Suspended"
+	// ReasonPullFailed: Degraded, some matching node failed to pull an
+	// image.
+	ReasonPullFailed = "PullFailed"
+	// ReasonNoFailures: not Degraded.
+	ReasonNoFailures = "NoFailures"
+	// ReasonMinReadyNodesMet: spec.readiness.minReadyNodes of the counted
+	// nodes have every image, though not all of them.
+	ReasonMinReadyNodesMet = "MinReadyNodesMet"
+	// ReasonNoSupportedNodes: every matching node lacks the platform of
+	// some image.
+	ReasonNoSupportedNodes = "NoSupportedNodes"
+	// ReasonTooFewNodes: minReadyNodes asks for more nodes than can hold
+	// the images.
+	ReasonTooFewNodes = "TooFewNodes"
+)
+
+// Reasons of the ImageWarm's ImagesResolved condition (ReasonTooManyImages
+// too).
+const (
+	// ReasonResolved: every image the workloads name is warmed.
+	ReasonResolved = "Resolved"
+	// ReasonInvalidImages: some template images are not valid references
+	// and are left out.
+	ReasonInvalidImages = "InvalidImages"
+	// ReasonKindsNotWatched: imagesFrom reads a kind the controller does
+	// not watch (--images-from-kinds); workloads of that kind are not read.
+	ReasonKindsNotWatched = "KindsNotWatched"
+)
+
+// ReasonTooManyImages is the reason of ImagesResolved when the workloads
+// name more images than one ImageWarm may warm (the first by name are), of
+// a NodeWarm's ImagesListed when the node wants more than MaxNodeImages, and
+// the failure reason of the images that list leaves out.
+const ReasonTooManyImages = "TooManyImages"
+
+// Reasons of the ImageWarm's Rollout condition.
+const (
+	// ReasonAllAdmitted: every matching node that lacks an image is
+	// admitted.
+	ReasonAllAdmitted = "AllAdmitted"
+	// ReasonCanaryPulling: the canary is pulling; the other nodes wait for
+	// it.
+	ReasonCanaryPulling = "CanaryPulling"
+	// ReasonWaves: nodes wait for a slot under maxPulling.
+	ReasonWaves = "Waves"
+	// ReasonCanaryFailed: the canary failed; the rollout stopped.
+	ReasonCanaryFailed = "CanaryFailed"
+)
+
+// NodeWarm condition types.
+const (
+	// ConditionRuntimeReady says whether the container runtime answers.
+	ConditionRuntimeReady = "RuntimeReady"
+	// ConditionDiskPressure says whether pulls are held back because the
+	// image filesystem is too full.
+	ConditionDiskPressure = "DiskPressure"
+	// ConditionPinning says whether the images asked to be pinned are.
+	ConditionPinning = "Pinning"
+	// ConditionStartupTaint says where the node's startup taint stands:
+	// True while the agent holds it, False once it is gone. Nodes that
+	// never carried it have no such condition.
+	ConditionStartupTaint = "StartupTaint"
+	// ConditionImagesListed is on a NodeWarm only while its images list is
+	// cut (status False, reason ReasonTooManyImages): the node wants more
+	// than MaxNodeImages images. The counts still cover every image; an
+	// ImageWarm image the list leaves out is counted as failed on that
+	// node.
+	ConditionImagesListed = "ImagesListed"
+)
+
+// Reasons of the NodeWarm's RuntimeReady condition.
+const (
+	// ReasonRuntimeAnswering: the runtime answered the last CRI call.
+	ReasonRuntimeAnswering = "RuntimeAnswering"
+	// ReasonRuntimeNotAnswering: the runtime did not answer; the message
+	// says how it failed.
+	ReasonRuntimeNotAnswering = "RuntimeNotAnswering"
+)
+
+// Reasons of the NodeWarm's DiskPressure condition.
+const (
+	// ReasonAboveThreshold: the image filesystem is fuller than the pull
+	// threshold; no pull starts.
+	ReasonAboveThreshold = "AboveThreshold"
+	// ReasonBelowThreshold: the image filesystem is below the threshold.
+	ReasonBelowThreshold = "BelowThreshold"
+	// ReasonLevelUnknown: the image filesystem's level cannot be read;
+	// pulls are not held back.
+	ReasonLevelUnknown = "LevelUnknown"
+)
+
+// Reasons of the NodeWarm's Pinning condition.
+const (
+	// ReasonRuntimeCannotPin: the runtime offers no way to pin (not
+	// containerd, containerd before 1.7, or its images API unreachable).
+	// Images are warmed unpinned.
+	ReasonRuntimeCannotPin = "RuntimeCannotPin"
+	// ReasonPinFailed: the last pin or unpin failed; it is tried again.
+	ReasonPinFailed = "PinFailed"
+	// ReasonPinned: every present image asked to be pinned is.
+	ReasonPinned = "Pinned"
+	// ReasonNothingToPin: the runtime can pin; nothing asks for it.
+	ReasonNothingToPin = "NothingToPin"
+)
+
+// Reasons of the NodeWarm's StartupTaint condition.
+const (
+	// ReasonTaintWaiting: some ImageWarm that asks for the taint is not
+	// warm yet.
+	ReasonTaintWaiting = "Waiting"
+	// ReasonTaintRemoved: every ImageWarm that asks for it is warm;
+	// removed.
+	ReasonTaintRemoved = "Removed"
+	// ReasonTaintNotRequested: no ImageWarm selecting the node asks for
+	// it; removed at once.
+	ReasonTaintNotRequested = "NotRequested"
+	// ReasonTaintDeadlineExceeded: removed at the deadline, not warm.
+	ReasonTaintDeadlineExceeded = "DeadlineExceeded"
+	// ReasonTaintRemovedElsewhere: someone else removed it while the agent
+	// held it.
+	ReasonTaintRemovedElsewhere = "RemovedElsewhere"
+	// ReasonTaintRemoveFailed: the agent decided to remove it, and the API
+	// server refused; retried on the next pass.
+	ReasonTaintRemoveFailed = "RemoveFailed"
+)
+
+// Reasons of the events the agent records about an ImageWarm, and of a
+// NodeWarm image's state where it is not a pull failure.
+const (
+	// ReasonPulled: an image was pulled (with --per-image-events).
+	ReasonPulled = "Pulled"
+	// ReasonWarmed: the last of an ImageWarm's images arrived on the node.
+	ReasonWarmed = "Warmed"
+	// ReasonFailed: a pull failed; the event's note says how.
+	ReasonFailed = "Failed"
+	// ReasonBackOff: the next pull of an image waits out its back-off.
+	ReasonBackOff = "BackOff"
+	// ReasonEvicted: a warmed image disappeared from the node.
+	ReasonEvicted = "Evicted"
+	// ReasonEvictedRepeatedly is an image's reason in the NodeWarm while
+	// the node keeps removing it and the next pull waits.
+	ReasonEvictedRepeatedly = "EvictedRepeatedly"
+	// ReasonWaitingForRollout is a missing image's reason in the NodeWarm
+	// while no ImageWarm that wants it has admitted the node in its
+	// rollout.
+	ReasonWaitingForRollout = "WaitingForRollout"
+	// ReasonInvalidPullSecret: a pull secret an ImageWarm names is missing
+	// or cannot be read as a docker config.
+	ReasonInvalidPullSecret = "InvalidPullSecret"
+	// ReasonStartupTaintRemoved: the node's startup taint was removed with
+	// its images warm.
+	ReasonStartupTaintRemoved = "StartupTaintRemoved"
+	// ReasonStartupTaintDeadline: the node's startup taint was removed at
+	// the deadline, without its images.
+	ReasonStartupTaintDeadline = "StartupTaintDeadline"
+)
+
+// Reasons of a NodeWarm image whose pull failed: the pull engine's classes
+// (pkg/pullengine, Class), worded like the kubelet's image pull reasons. The
+// engine keeps its own constants so that it needs no API types; the agent's
+// tests hold the two lists equal.
+const (
+	// ReasonInvalidImageName: the reference does not parse.
+	ReasonInvalidImageName = "InvalidImageName"
+	// ReasonRegistryUnavailable: the registry could not be reached, cut the
+	// connection or answered with a server error.
+	ReasonRegistryUnavailable = "RegistryUnavailable"
+	// ReasonRateLimited: the registry answered 429 Too Many Requests.
+	ReasonRateLimited = "RateLimited"
+	// ReasonUnauthorized: the registry refused the credentials (or their
+	// absence).
+	ReasonUnauthorized = "Unauthorized"
+	// ReasonNotFound: no such repository, tag or digest.
+	ReasonNotFound = "NotFound"
+	// ReasonNoMatchingPlatform: the image exists, but not for the node's OS
+	// and architecture.
+	ReasonNoMatchingPlatform = "NoMatchingPlatform"
+	// ReasonSignatureValidationFailed: the runtime's signature policy
+	// rejected the image.
+	ReasonSignatureValidationFailed = "SignatureValidationFailed"
+	// ReasonTimeout: the pull timeout (or a runtime deadline) expired.
+	ReasonTimeout = "Timeout"
+	// ReasonDiskPressure: the image filesystem is too full to start a
+	// pull, or the runtime ran out of space.
+	ReasonDiskPressure = "DiskPressure"
+	// ReasonCredentialProviderFailed: a credential-provider plugin that
+	// matches the image failed, and the registry then refused the pull.
+	ReasonCredentialProviderFailed = "CredentialProviderFailed"
+	// ReasonErrImagePull: any other failure.
+	ReasonErrImagePull = "ErrImagePull"
+	// ReasonCanceled: the pull was no longer wanted.
+	ReasonCanceled = "Canceled"
+)
+
+// PullFailureReasons lists the reasons of a failed pull, in the order
+// above.
+var PullFailureReasons = []string{
+	ReasonInvalidImageName, ReasonRegistryUnavailable, ReasonRateLimited,
+	ReasonUnauthorized, ReasonNotFound, ReasonNoMatchingPlatform,
+	ReasonSignatureValidationFailed, ReasonTimeout, ReasonDiskPressure,
+	ReasonCredentialProviderFailed, ReasonErrImagePull, ReasonCanceled,
+}
