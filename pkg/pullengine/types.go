@@ -53,41 +53,6 @@ type Request struct {
 	MissingSince time.Time
 }
 
-// State is where an image stands in the engine.
-type State string
-
-// States.
-const (
-	// StateQueued: waiting for a free pull slot.
-	StateQueued State = "Queued"
-	// StatePulling: the runtime is pulling it.
-	StatePulling State = "Pulling"
-	// StateBackOff: the last pull failed; no new one before RetryAt.
-	StateBackOff State = "BackOff"
-	// StateFailed: it cannot be pulled as things stand: an invalid name
-	// (until the spec changes), disk pressure (until RetryAt, when the
-	// level is read again), or a failure whose back-off has run out.
-	StateFailed State = "Failed"
-	// StatePulled: the last pull succeeded and none is pending.
-	StatePulled State = "Pulled"
-)
-
-// Status is the engine's view of one image.
-type Status struct {
-	// Image is the reference as requested.
-	Image string
-	// Ref is the normalised reference; empty if Image is invalid.
-	Ref string
-	// State is where the image stands.
-	State State
-	// RetryAt is when a blocked image may be tried again (BackOff, or
-	// Failed for disk pressure); zero otherwise.
-	RetryAt time.Time
-	// Last is the last finished pull of this image, if the engine still
-	// holds it.
-	Last *Result
-}
-
 // Listener hears about pulls as they start and end. The engine calls it
 // from its own goroutines, outside its locks: implementations must be safe
 // for concurrent use and quick (enqueue work, record an event).

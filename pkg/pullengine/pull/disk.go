@@ -1,0 +1,22 @@
+package pull
+
+// DiskUsage is the fill level of the fullest image filesystem.
+type DiskUsage struct {
+	// Known is false when the level could not be read; the guard then lets
+	// pulls through.
+	Known bool
+	// Mountpoint is the filesystem the runtime reports for images.
+	Mountpoint string
+	// CapacityBytes and AvailableBytes come from statfs on Mountpoint.
+	CapacityBytes  uint64
+	AvailableBytes uint64
+	// ImagesBytes is what the runtime says its images use there.
+	ImagesBytes uint64
+	// Percent is the used share of the filesystem, as the kubelet's image
+	// GC computes it (100 - available*100/capacity).
+	Percent int
+	// ThresholdPercent is the guard's threshold; Pressure says that the
+	// level is known and above it, so the guard holds pulls back.
+	ThresholdPercent int
+	Pressure         bool
+}
