@@ -224,6 +224,7 @@ func setupAgent(ctx context.Context, mgr ctrl.Manager, cri *criclient.Client, f 
 		// than a failing one.
 		EvictionBackOffInitial: f.backOffInitial,
 		EvictionBackOffMax:     f.backOffMax,
+		Clock:                  binaryClock,
 	}
 	a.StartupTaintKey, a.StartupTaintDeadline = f.startupTaint, f.taintDeadline
 	setPinner(ctx, a, cri)
@@ -244,6 +245,7 @@ func setupAgent(ctx context.Context, mgr ctrl.Manager, cri *criclient.Client, f 
 		ImageFs:              imageFs,
 		Listener:             a.Listener(),
 		Registerer:           ctrlmetrics.Registry,
+		Clock:                binaryClock,
 	}
 	if ps := f.credProviders.loaded; ps != nil {
 		opts.Credentials, a.CredentialProviders = ps, ps.Names()

@@ -137,7 +137,7 @@ func runController(args []string, help io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
-	r := &imagewarm.Reconciler{Client: mgr.GetClient(), MinWriteInterval: f.minWriteInterval, WatchedKinds: kinds}
+	r := &imagewarm.Reconciler{Client: mgr.GetClient(), MinWriteInterval: f.minWriteInterval, WatchedKinds: kinds, Clock: binaryClock}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the controller: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"os"
 
 	"github.com/spf13/pflag"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 )
 
@@ -26,6 +27,11 @@ Usage:
 
 Run "warmer agent --help" or "warmer controller --help" for their flags.
 `
+
+// binaryClock is the one clock of a warmer process: the agent, its pull
+// engine and the ImageWarm controller all tell time by it, so a test (or a
+// future fake) that swaps it moves every part's time together.
+var binaryClock clock.WithDelayedExecution = clock.RealClock{}
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))

@@ -85,7 +85,9 @@ type NodeAgent struct {
 	// StartupTaintDeadline is how long after the Node's creation the
 	// startup taint goes, warm or not.
 	StartupTaintDeadline time.Duration
-	// Clock is the engine's clock; nil means the real one.
+	// Clock is the agent's clock, which must be the engine's too (results
+	// carry the engine's times, compared with the pass's); nil means the real
+	// one.
 	Clock clock.PassiveClock
 	// Pinner pins the images of ImageWarms with retention Pinned; nil when
 	// the runtime cannot, and PinUnable then says why.

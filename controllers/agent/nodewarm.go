@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/internal/pace"
 	"github.com/warmer-dev/warmer/internal/truncate"
 )
 
@@ -141,10 +142,9 @@ func (a *NodeAgent) writeDue(status warmv1.NodeWarmStatus, now time.Time) (time.
 	settled := status.Pulling == 0
 	// The write that ended last counts too: a slow API server gets
 	// fewer writes, not a backlog.
-	since := now.Sub(latest(a.report.changedSince, a.report.lastWrite))
-	if !settled && since < a.ProgressInterval {
+	if wait := pace.Wait(settled, latest(a.report.changedSince, a.report.lastWrite), now, a.ProgressInterval); wait > 0 {
 		nodeWarmWrites.WithLabelValues("deferred").Inc()
-		return a.ProgressInterval - since, false
+		return wait, false
 	}
 	if a.StatusLimiter != nil && !a.StatusLimiter.TryAccept() {
 		nodeWarmWrites.WithLabelValues("throttled").Inc()

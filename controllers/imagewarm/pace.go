@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/internal/pace"
 )
 
 // DefaultAggregateInterval is the least time between two aggregations of one
@@ -167,14 +168,7 @@ func (p *statusPacer) state(key types.NamespacedName) *paceState {
 // written at most twice per interval, and a warm that ends is reported as it
 // ends.
 func writeDelay(written, next *warmv1.ImageWarmStatus, h writeHistory, now time.Time, interval time.Duration) time.Duration {
-	wait := h.last.Add(interval).Sub(now)
-	if wait <= 0 {
-		return 0
-	}
-	if newResult(written, next) && now.Sub(h.early) >= interval {
-		return 0
-	}
-	return wait
+	return pace.Wait(newResult(written, next) && now.Sub(h.early) >= interval, h.last, now, interval)
 }
 
 // settled says whether st is a result rather than progress: it was

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -45,6 +46,9 @@ type Reconciler struct {
 	// empty list none. The manager's cache must have CacheOptions of the
 	// same kinds.
 	WatchedKinds []warmv1.WorkloadKind
+	// Clock tells the time of reads and writes, the binary's one clock;
+	// nil means the real one.
+	Clock clock.PassiveClock
 
 	pacer *statusPacer
 }
@@ -68,7 +72,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if aggregate <= 0 {
 		aggregate = DefaultAggregateInterval
 	}
-	r.pacer = newStatusPacer(interval, aggregate, time.Now)
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	r.pacer = newStatusPacer(interval, aggregate, r.Clock.Now)
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("imagewarm").
 		// Our own status writes need no reconcile; spec changes,
