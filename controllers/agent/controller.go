@@ -7,6 +7,8 @@ import (
 	"maps"
 	"time"
 
+	"github.com/warmer-dev/warmer/controllers/agent/plan"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -101,8 +103,8 @@ type NodeAgent struct {
 
 	trigger chan event.GenericEvent
 	inbox   inbox
-	memo    parseMemo
-	state   agentState
+	memo    plan.Memo
+	state   plan.State
 	report  reportState
 	// secretReads is what the last pass found wrong with each pull secret
 	// it read, for the next pass's planner.
@@ -228,11 +230,11 @@ func (a *NodeAgent) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result,
 		log.FromContext(ctx).Error(err, "Container runtime not answering")
 		return ctrl.Result{RequeueAfter: runtimeRetry}, a.reportRuntimeDown(ctx, nw, err)
 	}
-	in.taint = a.taintInput(node)
-	out := plan(in)
-	a.state = out.state
+	in.Taint = a.taintInput(node)
+	out := plan.Decide(in)
+	a.state = out.State
 	taintErr := a.applyTaint(ctx, node, &out)
-	next, err := a.apply(ctx, node, nw, in.desired, out)
+	next, err := a.apply(ctx, node, nw, in.Desired, out)
 	return ctrl.Result{RequeueAfter: next}, errors.Join(err, taintErr)
 }
 
@@ -249,7 +251,7 @@ func (a *NodeAgent) node(ctx context.Context) (*corev1.Node, error) {
 
 // gather reads the rest of what the planner decides from. Its error is
 // the runtime's.
-func (a *NodeAgent) gather(ctx context.Context, nw *warmv1.NodeWarm, desired desiredSet) (planInput, error) {
+func (a *NodeAgent) gather(ctx context.Context, nw *warmv1.NodeWarm, desired plan.Desired) (plan.Input, error) {
 	// The runtime is listed first, then the reports taken in, then the
 	// engine asked: a pull that ends after the listing is either among the
 	// reports (it finished after listedAt: present, only not listed yet)
@@ -258,33 +260,34 @@ func (a *NodeAgent) gather(ctx context.Context, nw *warmv1.NodeWarm, desired des
 	listedAt := a.Clock.Now()
 	presence, err := a.Engine.Presence(ctx)
 	if err != nil {
-		return planInput{}, err
+		return plan.Input{}, err
 	}
 	started, results := a.inbox.drain()
-	engine := make(map[string]pullengine.Status, len(desired.images))
-	for key := range desired.images {
+	keys := desired.Keys()
+	engine := make(map[string]pullengine.Status, len(keys))
+	for _, key := range keys {
 		if s, ok := a.Engine.Status(key); ok {
 			engine[key] = s
 		}
 	}
-	return planInput{
-		now: a.Clock.Now(), listedAt: listedAt, desired: desired, runtime: presence, engine: engine,
-		started: started, results: results, disk: a.Engine.DiskUsage(ctx), secrets: a.secretReads,
-		conditions: nw.Status.Conditions, runtimeInfo: a.Runtime, credentialProviders: a.CredentialProviders, resync: a.ResyncPeriod,
-		perImageEvents: a.PerImageEvents, state: a.state,
-		pins:            a.pinView(ctx),
-		evictionBackOff: backOffPolicy{initial: a.EvictionBackOffInitial, max: a.EvictionBackOffMax},
+	return plan.Input{
+		Now: a.Clock.Now(), ListedAt: listedAt, Desired: desired, Runtime: presence, Engine: engine,
+		Started: started, Results: results, Disk: a.Engine.DiskUsage(ctx), Secrets: a.secretReads,
+		Conditions: nw.Status.Conditions, RuntimeInfo: a.Runtime, CredentialProviders: a.CredentialProviders, Resync: a.ResyncPeriod,
+		PerImageEvents: a.PerImageEvents, State: a.state,
+		Pins:            a.pinView(ctx),
+		EvictionBackOff: plan.BackOff{Initial: a.EvictionBackOffInitial, Max: a.EvictionBackOffMax},
 	}, nil
 }
 
-func (a *NodeAgent) desired(ctx context.Context, node *corev1.Node) (desiredSet, error) {
+func (a *NodeAgent) desired(ctx context.Context, node *corev1.Node) (plan.Desired, error) {
 	var list warmv1.ImageWarmList
 	// The cache's own objects, not copies: every pass reads them all, and
 	// nothing here writes to them.
 	if err := a.Client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
-		return desiredSet{}, fmt.Errorf("listing ImageWarms: %w", err)
+		return plan.Desired{}, fmt.Errorf("listing ImageWarms: %w", err)
 	}
-	set, bad := a.memo.desiredImages(a.NodeName, node.Labels, list.Items)
+	set, bad := a.memo.Desired(a.NodeName, node.Labels, list.Items)
 	for _, nn := range bad {
 		// The API server's validation should make this impossible.
 		log.FromContext(ctx).Info("Skipping ImageWarm with an unusable selector", "imagewarm", nn)
@@ -295,24 +298,24 @@ func (a *NodeAgent) desired(ctx context.Context, node *corev1.Node) (desiredSet,
 // apply carries out a plan: the engine's pulls (with their secrets),
 // events, metrics and the NodeWarm status. It returns when the next pass
 // is due.
-func (a *NodeAgent) apply(ctx context.Context, node *corev1.Node, nw *warmv1.NodeWarm, d desiredSet, out planOutput) (time.Duration, error) {
+func (a *NodeAgent) apply(ctx context.Context, node *corev1.Node, nw *warmv1.NodeWarm, d plan.Desired, out plan.Output) (time.Duration, error) {
 	secrets := newSecretKeyrings(a.APIReader)
-	reqs := make([]pullengine.Request, len(out.pulls))
-	for i, p := range out.pulls {
-		reqs[i] = p.request
-		reqs[i].Keyring = secrets.keyring(ctx, p.secrets)
+	reqs := make([]pullengine.Request, len(out.Pulls))
+	for i, p := range out.Pulls {
+		reqs[i] = pullengine.Request{Image: p.Image, Priority: p.Priority, Timeout: p.Timeout, MissingSince: p.MissingSince,
+			Keyring: secrets.keyring(ctx, p.Secrets)}
 	}
 	a.Engine.Sync(ctx, reqs)
-	a.applyPins(ctx, out.pins, out.unpins)
+	a.applyPins(ctx, out.Pins, out.Unpins)
 	if reads := secrets.outcomes(); !maps.Equal(reads, a.secretReads) {
 		a.secretReads = reads
 		a.poke() // the planner reports new problems on the next pass
 	}
-	a.record(ctx, d, node, out.events)
-	evictionsTotal.Add(float64(out.evictions))
-	setGauges(out.status)
-	next := out.next
-	wait, err := a.maybeWrite(ctx, nw, out.status)
+	a.record(ctx, node, out.Events)
+	evictionsTotal.Add(float64(out.Evictions))
+	setGauges(out.Status)
+	next := out.Next
+	wait, err := a.maybeWrite(ctx, nw, out.Status)
 	if wait > 0 && wait < next {
 		next = wait
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warmer-dev/warmer/controllers/agent/plan"
+
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -57,7 +59,7 @@ func eventsAbout(t *testing.T, cp *testbed.ControlPlane, iw *warmv1.ImageWarm, r
 // wanted is the desired set of a node with the given ImageWarms, read
 // again from the API server (each with its current resourceVersion, as
 // the agent's cache would give them).
-func wanted(t *testing.T, cp *testbed.ControlPlane, node *corev1.Node, warms ...*warmv1.ImageWarm) desiredSet {
+func wanted(t *testing.T, cp *testbed.ControlPlane, node *corev1.Node, warms ...*warmv1.ImageWarm) plan.Desired {
 	t.Helper()
 	var items []warmv1.ImageWarm
 	for _, iw := range warms {
@@ -67,8 +69,26 @@ func wanted(t *testing.T, cp *testbed.ControlPlane, node *corev1.Node, warms ...
 		}
 		items = append(items, cur)
 	}
-	d, _ := desiredImages("", node.Labels, items)
+	d, _ := (&plan.Memo{}).Desired("", node.Labels, items)
 	return d
+}
+
+// planned is the planner's events for one pass over d that takes in
+// results, with per-image events on; images in back-off are those the
+// engine reports so. The events are the planner's own, with their
+// subjects, as the shell is given them.
+func planned(d plan.Desired, backOff []string, results ...pullengine.Result) []plan.Event {
+	now := time.Now()
+	engine := map[string]pullengine.Status{}
+	for _, img := range backOff {
+		engine[img] = pullengine.Status{Image: img, Ref: img, State: pullengine.StateBackOff, RetryAt: now.Add(time.Minute)}
+	}
+	for i := range results {
+		results[i].Finished = now
+	}
+	out := plan.Decide(plan.Input{Now: now, ListedAt: now, Desired: d, Runtime: pullengine.NewPresence(nil),
+		Engine: engine, Results: results, PerImageEvents: true, Resync: time.Minute})
+	return out.Events
 }
 
 // TestEventsPerImage checks, on a real API server, that events about two
@@ -88,24 +108,28 @@ func TestEventsPerImage(t *testing.T) {
 	}
 	a := eventAgent(t, cp, node)
 	d := wanted(t, cp, node, iw)
-	pulledEvent := func(img string) agentEvent {
-		return eventPulled(d.images[img], pullengine.Result{Image: img, Ref: img, Size: 1 << 20, Duration: time.Second})
+	pulled := func(imgs ...string) []plan.Event {
+		var res []pullengine.Result
+		for _, img := range imgs {
+			res = append(res, pullengine.Result{Image: img, Ref: img, Size: 1 << 20, Duration: time.Second, Attempts: 1})
+		}
+		return onlyReason(planned(d, nil, res...), warmv1.ReasonPulled)
 	}
 
 	t.Run("two images, two Pulled events", func(t *testing.T) {
-		a.record(ctx, d, node, []agentEvent{pulledEvent(imgA), pulledEvent(imgB), pulledEvent(long)})
+		a.record(ctx, node, pulled(imgA, imgB, long))
 		testbed.Eventually(t, 20*time.Second, "three Pulled events", func() error {
 			return distinctNotes(eventsAbout(t, cp, iw, warmv1.ReasonPulled), imgA, imgB, long)
 		})
 		for _, e := range eventsAbout(t, cp, iw, warmv1.ReasonPulled) {
-			if len(e.Action) > maxEventAction || !strings.HasPrefix(e.Action, ActionPull+" ") {
-				t.Errorf("action %q: want %q and a subject, at most %d bytes", e.Action, ActionPull, maxEventAction)
+			if len(e.Action) > plan.MaxEventAction || !strings.HasPrefix(e.Action, plan.ActionPull+" ") {
+				t.Errorf("action %q: want %q and a subject, at most %d bytes", e.Action, plan.ActionPull, plan.MaxEventAction)
 			}
 		}
 	})
 
 	t.Run("a repeat about the same image still folds into its series", func(t *testing.T) {
-		a.record(ctx, d, node, []agentEvent{pulledEvent(imgA)})
+		a.record(ctx, node, pulled(imgA))
 		testbed.Eventually(t, 20*time.Second, "series of the first image", func() error {
 			evs := eventsAbout(t, cp, iw, warmv1.ReasonPulled)
 			if len(evs) != 3 {
@@ -122,16 +146,15 @@ func TestEventsPerImage(t *testing.T) {
 
 	t.Run("huge runtime messages are cut, not refused", func(t *testing.T) {
 		huge := strings.Repeat("é registry said no ", 2000) // about 40 KB
-		var evs []agentEvent
+		var res []pullengine.Result
 		for _, img := range []string{imgA, imgB} {
-			evs = append(evs, eventFailed(d.images[img], pullengine.Result{Image: img, Ref: img,
-				Class: pullengine.ClassRegistryUnavailable, Message: huge}))
+			res = append(res, pullengine.Result{Image: img, Ref: img, Class: pullengine.ClassRegistryUnavailable, Message: huge})
 		}
-		a.record(ctx, d, node, evs)
+		a.record(ctx, node, onlyReason(planned(d, nil, res...), warmv1.ReasonFailed))
 		testbed.Eventually(t, 20*time.Second, "two Failed events", func() error {
 			evs := eventsAbout(t, cp, iw, warmv1.ReasonFailed)
 			for _, e := range evs {
-				if len(e.Note) > maxEventNote || !strings.Contains(e.Note, "…") || !strings.HasSuffix(e.Note, "(node ev-node)") ||
+				if len(e.Note) > plan.MaxEventNote || !strings.Contains(e.Note, "…") || !strings.HasSuffix(e.Note, "(node ev-node)") ||
 					!strings.Contains(e.Note, "RegistryUnavailable") {
 					return fmt.Errorf("note of %d bytes not cut as expected: %.120q", len(e.Note), e.Note)
 				}
@@ -161,7 +184,11 @@ func TestEventsFold(t *testing.T) {
 	for i := range retries {
 		d := wanted(t, cp, node, iw)
 		res := pullengine.Result{Image: img, Ref: img, Class: pullengine.ClassNotFound, Message: fmt.Sprintf("not found (try %d)", i)}
-		a.record(ctx, d, node, []agentEvent{eventFailed(d.images[img], res), eventBackOff(d.images[img])})
+		evs := planned(d, []string{img}, res)
+		if len(evs) != 2 || evs[0].Reason != warmv1.ReasonFailed || evs[1].Reason != warmv1.ReasonBackOff {
+			t.Fatalf("the planner's events %+v, want Failed and BackOff", evs)
+		}
+		a.record(ctx, node, evs)
 		touch(t, cp, iw, node, i)
 	}
 	testbed.Eventually(t, 30*time.Second, "two event series", func() error {
@@ -225,4 +252,15 @@ func distinctNotes(evs []eventsv1.Event, images ...string) error {
 		}
 	}
 	return nil
+}
+
+// onlyReason keeps the events with reason.
+func onlyReason(evs []plan.Event, reason string) []plan.Event {
+	var out []plan.Event
+	for _, e := range evs {
+		if e.Reason == reason {
+			out = append(out, e)
+		}
+	}
+	return out
 }

@@ -3,6 +3,8 @@ package agent
 import (
 	"sync"
 
+	"github.com/warmer-dev/warmer/controllers/agent/plan"
+
 	"k8s.io/utils/clock"
 
 	"github.com/warmer-dev/warmer/pkg/imageref"
@@ -22,7 +24,7 @@ type inbox struct {
 	pokeOnStart bool
 
 	mu      sync.Mutex
-	started []startedPull
+	started []plan.StartedPull
 	results []pullengine.Result
 }
 
@@ -31,7 +33,7 @@ var _ pullengine.Listener = &inbox{}
 // PullStarted queues a started pull.
 func (b *inbox) PullStarted(ref imageref.Reference) {
 	b.mu.Lock()
-	b.started = append(b.started, startedPull{key: ref.String(), at: b.clock.Now()})
+	b.started = append(b.started, plan.StartedPull{Key: ref.String(), At: b.clock.Now()})
 	b.mu.Unlock()
 	if b.pokeOnStart {
 		b.poke()
@@ -48,7 +50,7 @@ func (b *inbox) PullFinished(res pullengine.Result) {
 }
 
 // drain takes every report queued so far.
-func (b *inbox) drain() ([]startedPull, []pullengine.Result) {
+func (b *inbox) drain() ([]plan.StartedPull, []pullengine.Result) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	s, r := b.started, b.results

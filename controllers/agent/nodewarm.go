@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/warmer-dev/warmer/controllers/agent/plan"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -14,7 +16,6 @@ import (
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/internal/pace"
-	"github.com/warmer-dev/warmer/internal/truncate"
 )
 
 // reportState is what the shell keeps of the NodeWarm between passes.
@@ -79,8 +80,8 @@ func (a *NodeAgent) readOrCreate(ctx context.Context, node *corev1.Node) (*warmv
 		return nil, fmt.Errorf("getting or creating NodeWarm %q: %w", a.NodeName, err)
 	}
 	a.report.reported = nw.Status.DeepCopy()
-	if a.state.images == nil {
-		a.state = seedState(nw.Status)
+	if !a.state.Seeded() {
+		a.state = plan.Seed(nw.Status)
 	}
 	return nw, nil
 }
@@ -96,20 +97,6 @@ func ownedBy(nw *warmv1.NodeWarm, node *corev1.Node) bool {
 		}
 	}
 	return false
-}
-
-// seedState takes each image's state and transition time from the report
-// of an earlier run, so an agent restart does not move them.
-func seedState(st warmv1.NodeWarmStatus) agentState {
-	s := agentState{images: make(map[string]imageMemory, len(st.Images))}
-	for _, img := range st.Images {
-		m := imageMemory{state: img.State}
-		if img.LastTransitionTime != nil {
-			m.since = *img.LastTransitionTime
-		}
-		s.images[img.Image] = m
-	}
-	return s
 }
 
 // maybeWrite writes status when it differs from what was last written. A
@@ -202,12 +189,10 @@ func fsLevel(fs *warmv1.ImageFilesystem) *warmv1.ImageFilesystem {
 // reportRuntimeDown marks the runtime as not answering, keeping the rest
 // of the last report.
 func (a *NodeAgent) reportRuntimeDown(ctx context.Context, nw *warmv1.NodeWarm, cause error) error {
-	status := nw.Status.DeepCopy()
+	last := &nw.Status
 	if a.report.reported != nil {
-		status = a.report.reported.DeepCopy()
+		last = a.report.reported
 	}
-	status.Conditions = runtimeCondition(status.Conditions, metav1.ConditionFalse, warmv1.ReasonRuntimeNotAnswering, truncate.String(cause.Error(), warmv1.MaxMessageLength),
-		metav1.NewTime(a.Clock.Now()))
-	_, err := a.maybeWrite(ctx, nw, *status)
+	_, err := a.maybeWrite(ctx, nw, plan.RuntimeDown(*last, cause, a.Clock.Now()))
 	return err
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/warmer-dev/warmer/controllers/agent/plan"
+
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
@@ -29,22 +31,22 @@ var _ Pinner = &criclient.Pinner{}
 // pinView reads the runtime's pins for the planner. A failed read leaves
 // the planner without warmer's marks for one pass: it then pins nothing
 // twice (the runtime reports those pinned) and unpins nothing.
-func (a *NodeAgent) pinView(ctx context.Context) pinView {
-	v := pinView{unable: a.PinUnable, problem: a.pinProblem}
+func (a *NodeAgent) pinView(ctx context.Context) plan.PinView {
+	v := plan.PinView{Unable: a.PinUnable, Problem: a.pinProblem}
 	if a.Pinner == nil {
-		if v.unable == "" {
-			v.unable = "no pinner is configured"
+		if v.Unable == "" {
+			v.Unable = "no pinner is configured"
 		}
 		return v
 	}
 	names, err := a.Pinner.Mine(ctx)
 	if err != nil {
-		v.problem = truncate.String(fmt.Sprintf("listing warmer's pins: %v", err), warmv1.MaxConditionMessageLength)
+		v.Problem = truncate.String(fmt.Sprintf("listing warmer's pins: %v", err), warmv1.MaxConditionMessageLength)
 		return v
 	}
-	v.mine = make(map[string]bool, len(names))
+	v.Mine = make(map[string]bool, len(names))
 	for _, n := range names {
-		v.mine[n] = true
+		v.Mine[n] = true
 	}
 	return v
 }

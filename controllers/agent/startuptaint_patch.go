@@ -7,15 +7,13 @@ import (
 	"slices"
 	"time"
 
+	"github.com/warmer-dev/warmer/controllers/agent/plan"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-
-	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
-	"github.com/warmer-dev/warmer/internal/truncate"
 )
 
 // The startup taint's shell: what the planner reads of the Node, and the
@@ -31,14 +29,14 @@ const DefaultStartupTaintKey = "warmer.dev/warming"
 const DefaultStartupTaintDeadline = 10 * time.Minute
 
 // taintInput reads the startup taint's facts off the Node.
-func (a *NodeAgent) taintInput(node *corev1.Node) taintInput {
+func (a *NodeAgent) taintInput(node *corev1.Node) plan.TaintInput {
 	if a.StartupTaintKey == "" {
-		return taintInput{}
+		return plan.TaintInput{}
 	}
-	return taintInput{
-		key:      a.StartupTaintKey,
-		onNode:   hasTaint(node, a.StartupTaintKey),
-		deadline: node.CreationTimestamp.Add(a.StartupTaintDeadline),
+	return plan.TaintInput{
+		Key:      a.StartupTaintKey,
+		OnNode:   hasTaint(node, a.StartupTaintKey),
+		Deadline: node.CreationTimestamp.Add(a.StartupTaintDeadline),
 	}
 }
 
@@ -47,11 +45,11 @@ func hasTaint(node *corev1.Node, key string) bool {
 }
 
 // applyTaint removes the startup taint when the plan says so. When the API
-// server refuses, the plan's events about the removal are dropped and its
-// StartupTaint condition says the removal failed; the error is returned,
-// so the pass is retried.
-func (a *NodeAgent) applyTaint(ctx context.Context, node *corev1.Node, out *planOutput) error {
-	if !out.removeTaint {
+// server refuses, the planner's TaintNotRemoved amends the plan (no
+// removal events, a StartupTaint condition that says the removal failed);
+// the error is returned, so the pass is retried.
+func (a *NodeAgent) applyTaint(ctx context.Context, node *corev1.Node, out *plan.Output) error {
+	if !out.RemoveTaint {
 		return nil
 	}
 	err := a.removeStartupTaint(ctx, node)
@@ -59,13 +57,7 @@ func (a *NodeAgent) applyTaint(ctx context.Context, node *corev1.Node, out *plan
 		log.FromContext(ctx).Info("Removed the startup taint", "taint", a.StartupTaintKey)
 		return nil
 	}
-	out.events = slices.DeleteFunc(out.events, func(e agentEvent) bool {
-		return e.reason == warmv1.ReasonStartupTaintRemoved || e.reason == warmv1.ReasonStartupTaintDeadline
-	})
-	out.status.Conditions = setCondition(out.status.Conditions, metav1.Condition{
-		Type: warmv1.ConditionStartupTaint, Status: metav1.ConditionTrue, Reason: warmv1.ReasonTaintRemoveFailed,
-		Message: truncate.String(fmt.Sprintf("Removing taint %s failed: %v", a.StartupTaintKey, err), warmv1.MaxMessageLength),
-	}, metav1.NewTime(a.Clock.Now()))
+	out.TaintNotRemoved(a.StartupTaintKey, err, a.Clock.Now())
 	return err
 }
 

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/warmer-dev/warmer/controllers/agent/plan"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -55,14 +57,15 @@ func TestRemoveStartupTaint(t *testing.T) {
 		if err := cp.Client.Delete(ctx, gone); err != nil {
 			t.Fatal(err)
 		}
-		out := planOutput{removeTaint: true, events: []agentEvent{eventTaintRemoved(DefaultStartupTaintKey), {reason: warmv1.ReasonWarmed}}}
+		out := plan.Output{RemoveTaint: true, Events: []plan.Event{{Reason: warmv1.ReasonStartupTaintRemoved}, {Reason: warmv1.ReasonWarmed}}}
 		if err := a.applyTaint(ctx, gone, &out); err == nil {
 			t.Fatal("removing the taint of a deleted Node succeeded")
 		}
-		if got := eventNames(out.events); !slices.Equal(got, []string{warmv1.ReasonWarmed}) {
-			t.Errorf("events %q, want only the unrelated Warmed", got)
+		if len(out.Events) != 1 || out.Events[0].Reason != warmv1.ReasonWarmed {
+			got := out.Events
+			t.Errorf("events %+v, want only the unrelated Warmed", got)
 		}
-		c := meta.FindStatusCondition(out.status.Conditions, warmv1.ConditionStartupTaint)
+		c := meta.FindStatusCondition(out.Status.Conditions, warmv1.ConditionStartupTaint)
 		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != warmv1.ReasonTaintRemoveFailed {
 			t.Errorf("condition %+v, want True %s", c, warmv1.ReasonTaintRemoveFailed)
 		}

@@ -1,4 +1,4 @@
-package agent
+package plan
 
 import (
 	"fmt"
@@ -15,14 +15,14 @@ import (
 // warmer pins only what the runtime reports unpinned, and unpins only names
 // carrying its own mark, so a pin someone else made is never taken away.
 
-// pinView is what a pass knows of the runtime's pins.
-type pinView struct {
-	// unable says why the runtime cannot pin; "" when it can.
-	unable string
-	// mine are the image names that carry warmer's mark.
-	mine map[string]bool
-	// problem is the last pass's pin or unpin failure; "" for none.
-	problem string
+// PinView is what a pass knows of the runtime's pins.
+type PinView struct {
+	// Unable says why the runtime cannot pin; "" when it can.
+	Unable string
+	// Mine are the image names that carry warmer's mark.
+	Mine map[string]bool
+	// Problem is the last pass's pin or unpin failure; "" for none.
+	Problem string
 }
 
 // pinTally counts, over one pass, the present images asked to be pinned
@@ -36,13 +36,13 @@ type pinTally struct {
 // anyone, is left as it is; so is one warmer marked, which the runtime may
 // not have reported yet.
 func (p *planner) pinImage(key string, w *wantedImage, v imageView) bool {
-	pinned := v.listed && v.listing.Pinned || p.in.pins.mine[key] && v.present
+	pinned := v.listed && v.listing.Pinned || p.in.Pins.Mine[key] && v.present
 	if !w.pin || !v.present {
 		return pinned
 	}
 	p.pinTally.asked++
-	if !pinned && p.in.pins.unable == "" {
-		p.out.pins = append(p.out.pins, key)
+	if !pinned && p.in.Pins.Unable == "" {
+		p.out.Pins = append(p.out.Pins, key)
 		pinned = true // the shell pins it in this pass
 	}
 	if pinned {
@@ -54,12 +54,12 @@ func (p *planner) pinImage(key string, w *wantedImage, v imageView) bool {
 // unpins lists the names warmer marked that no Pinned ImageWarm wants any
 // more, in order.
 func (p *planner) unpins() {
-	for name := range p.in.pins.mine {
-		if w := p.in.desired.images[name]; w == nil || !w.pin {
-			p.out.unpins = append(p.out.unpins, name)
+	for name := range p.in.Pins.Mine {
+		if w := p.in.Desired.images[name]; w == nil || !w.pin {
+			p.out.Unpins = append(p.out.Unpins, name)
 		}
 	}
-	sort.Strings(p.out.unpins)
+	sort.Strings(p.out.Unpins)
 }
 
 // pinningCondition returns conds with Pinning set.
@@ -67,11 +67,11 @@ func (p *planner) pinningCondition(conds []metav1.Condition, now metav1.Time) []
 	c := metav1.Condition{Type: warmv1.ConditionPinning, Status: metav1.ConditionTrue}
 	t := p.pinTally
 	switch {
-	case p.in.pins.unable != "":
+	case p.in.Pins.Unable != "":
 		c.Status, c.Reason = metav1.ConditionFalse, warmv1.ReasonRuntimeCannotPin
-		c.Message = p.in.pins.unable + "; images of ImageWarms with retention Pinned are warmed, but the kubelet may collect them"
-	case p.in.pins.problem != "":
-		c.Status, c.Reason, c.Message = metav1.ConditionFalse, warmv1.ReasonPinFailed, p.in.pins.problem
+		c.Message = p.in.Pins.Unable + "; images of ImageWarms with retention Pinned are warmed, but the kubelet may collect them"
+	case p.in.Pins.Problem != "":
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, warmv1.ReasonPinFailed, p.in.Pins.Problem
 	case t.asked == 0:
 		c.Reason, c.Message = warmv1.ReasonNothingToPin, "The runtime can pin images; no present image is asked to be pinned"
 	default:

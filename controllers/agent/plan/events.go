@@ -1,20 +1,16 @@
-package agent
+package plan
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
-	"github.com/warmer-dev/warmer/internal/truncate"
-	"github.com/warmer-dev/warmer/pkg/pullengine"
+	"github.com/warmer-dev/warmer/pkg/pullengine/pull"
 )
 
 // Every event the agent records is made here, by one constructor per
@@ -45,39 +41,45 @@ const maxEventSubjects = warmv1.MaxRequestedBy
 // Limits the API server puts on an events.k8s.io Event, in bytes. An event
 // over them is refused and lost, so notes are cut and actions bounded.
 const (
-	maxEventNote   = 1024
-	maxEventAction = 128
+	// MaxEventNote bounds an event's note, the node's name included.
+	MaxEventNote   = 1024
+	MaxEventAction = 128
 )
 
-// agentEvent is one event to record on each of its subjects.
-type agentEvent struct {
-	subjects []types.NamespacedName
-	// onNode records it on the Node too, for `kubectl describe node`.
-	onNode  bool
-	warning bool
-	reason  string
-	action  string
-	note    string
+// Event is one event to record on each of its subjects.
+type Event struct {
+	// Subjects are the ImageWarms to record it on, as references without
+	// a resourceVersion (the recorder keys its series on them, and an
+	// ImageWarm's version changes with every status write).
+	Subjects []*warmv1.ImageWarm
+	// warms names them, as the constructors choose them.
+	warms []types.NamespacedName
+	// OnNode records it on the Node too, for `kubectl describe node`.
+	OnNode  bool
+	Warning bool
+	Reason  string
+	Action  string
+	Note    string
 }
 
-func eventPulling(w *wantedImage) agentEvent {
+func eventPulling(w *wantedImage) Event {
 	return imageEvent(w, false, warmv1.ReasonPulling, fmt.Sprintf("Pulling image %q", w.image))
 }
 
-func eventPulled(w *wantedImage, res pullengine.Result) agentEvent {
+func eventPulled(w *wantedImage, res pull.Result) Event {
 	return imageEvent(w, false, warmv1.ReasonPulled, fmt.Sprintf("Successfully pulled image %q in %v. Image size: %d bytes.",
 		w.image, res.Duration.Truncate(time.Millisecond), res.Size))
 }
 
-func eventFailed(w *wantedImage, res pullengine.Result) agentEvent {
+func eventFailed(w *wantedImage, res pull.Result) Event {
 	return imageEvent(w, true, warmv1.ReasonFailed, fmt.Sprintf("Failed to pull image %q: %s: %s", w.image, res.Class, res.Message))
 }
 
-func eventBackOff(w *wantedImage) agentEvent {
+func eventBackOff(w *wantedImage) Event {
 	return imageEvent(w, false, warmv1.ReasonBackOff, fmt.Sprintf("Back-off pulling image %q", w.image))
 }
 
-func eventEvicted(w *wantedImage, times int32, hold time.Duration) agentEvent {
+func eventEvicted(w *wantedImage, times int32, hold time.Duration) Event {
 	if times <= 1 && hold <= 0 {
 		return imageEvent(w, true, warmv1.ReasonEvicted, fmt.Sprintf("Image %q is no longer on the node; pulling it again", w.image))
 	}
@@ -106,37 +108,37 @@ func evictedMessage(times int32, hold time.Duration) string {
 		times, hold.Round(time.Second))
 }
 
-func eventWarmed(nn types.NamespacedName, t warmProgress, now time.Time) agentEvent {
-	return agentEvent{subjects: []types.NamespacedName{nn}, reason: warmv1.ReasonWarmed, action: actionOn(ActionWarm, nn.String()),
-		note: fmt.Sprintf("Every image is present: pulled %d (%d bytes) in %v", t.pulled, t.bytes, now.Sub(t.started).Truncate(time.Millisecond))}
+func eventWarmed(nn types.NamespacedName, t warmProgress, now time.Time) Event {
+	return Event{warms: []types.NamespacedName{nn}, Reason: warmv1.ReasonWarmed, Action: actionOn(ActionWarm, nn.String()),
+		Note: fmt.Sprintf("Every image is present: pulled %d (%d bytes) in %v", t.pulled, t.bytes, now.Sub(t.started).Truncate(time.Millisecond))}
 }
 
-func eventBadSecret(subjects []types.NamespacedName, secret types.NamespacedName, problem string) agentEvent {
-	return agentEvent{subjects: subjects, warning: true, reason: warmv1.ReasonInvalidPullSecret,
-		action: actionOn(ActionConfig, secret.String()), note: problem}
+func eventBadSecret(subjects []types.NamespacedName, secret types.NamespacedName, problem string) Event {
+	return Event{warms: subjects, Warning: true, Reason: warmv1.ReasonInvalidPullSecret,
+		Action: actionOn(ActionConfig, secret.String()), Note: problem}
 }
 
-func eventTaintRemoved(key string) agentEvent {
-	return agentEvent{onNode: true, reason: warmv1.ReasonStartupTaintRemoved, action: actionOn(ActionTaint, key),
-		note: fmt.Sprintf("Removed taint %s: every ImageWarm holding it is warm", key)}
+func eventTaintRemoved(key string) Event {
+	return Event{OnNode: true, Reason: warmv1.ReasonStartupTaintRemoved, Action: actionOn(ActionTaint, key),
+		Note: fmt.Sprintf("Removed taint %s: every ImageWarm holding it is warm", key)}
 }
 
 // eventTaintDeadline is a warning on the Node and on the ImageWarms that
 // were not warm in time.
-func eventTaintDeadline(key string, cold []types.NamespacedName) agentEvent {
-	return agentEvent{subjects: cold[:min(len(cold), maxEventSubjects)], onNode: true, warning: true,
-		reason: warmv1.ReasonStartupTaintDeadline, action: actionOn(ActionTaint, key),
-		note: fmt.Sprintf("Removed taint %s at its deadline: %s not warm on this node", key, namedWarms(cold))}
+func eventTaintDeadline(key string, cold []types.NamespacedName) Event {
+	return Event{warms: cold[:min(len(cold), maxEventSubjects)], OnNode: true, Warning: true,
+		Reason: warmv1.ReasonStartupTaintDeadline, Action: actionOn(ActionTaint, key),
+		Note: fmt.Sprintf("Removed taint %s at its deadline: %s not warm on this node", key, namedWarms(cold))}
 }
 
 // imageEvent is an event about one image, on (some of) the ImageWarms that
 // want it.
-func imageEvent(w *wantedImage, warning bool, reason, note string) agentEvent {
+func imageEvent(w *wantedImage, warning bool, reason, note string) Event {
 	subjects := w.warms
 	if len(subjects) > maxEventSubjects {
 		subjects = subjects[:maxEventSubjects]
 	}
-	return agentEvent{subjects: subjects, warning: warning, reason: reason, action: actionOn(ActionPull, w.ref.String()), note: note}
+	return Event{warms: subjects, Warning: warning, Reason: reason, Action: actionOn(ActionPull, w.ref.String()), Note: note}
 }
 
 // actionOn makes an event's action name what it acts on: an image or a
@@ -148,39 +150,11 @@ func imageEvent(w *wantedImage, warning bool, reason, note string) agentEvent {
 // subject still fold. A subject too long for the API's bound on actions is
 // named by a hash of it instead.
 func actionOn(action, subject string) string {
-	if a := action + " " + subject; len(a) <= maxEventAction {
+	if a := action + " " + subject; len(a) <= MaxEventAction {
 		return a
 	}
 	sum := sha256.Sum256([]byte(subject))
 	return action + " #" + hex.EncodeToString(sum[:12])
-}
-
-// record sends events. Subjects and the related Node are references
-// without a resourceVersion: the recorder keys its series on them, and the
-// ImageWarm's and Node's versions change with every status write, so with
-// them no repeat would ever fold into a series.
-func (a *NodeAgent) record(ctx context.Context, d desiredSet, node *corev1.Node, events []agentEvent) {
-	if a.Recorder == nil || len(events) == 0 {
-		return
-	}
-	related := nodeStub(node)
-	suffix := " (node " + a.NodeName + ")"
-	for _, e := range events {
-		msg := truncate.String(e.note, maxEventNote-len(suffix)) + suffix
-		typ := corev1.EventTypeNormal
-		if e.warning {
-			typ = corev1.EventTypeWarning
-		}
-		for _, nn := range e.subjects {
-			if iw := d.objects[nn]; iw != nil {
-				a.Recorder.Eventf(iw, related, typ, e.reason, e.action, "%s", msg)
-			}
-		}
-		if e.onNode {
-			a.Recorder.Eventf(related, nil, typ, e.reason, e.action, "%s", msg)
-		}
-		log.FromContext(ctx).V(1).Info("Event", "reason", e.reason, "message", msg)
-	}
 }
 
 // stub is a minimal reference to an ImageWarm, enough to be an event's
@@ -189,13 +163,5 @@ func stub(iw *warmv1.ImageWarm) *warmv1.ImageWarm {
 	return &warmv1.ImageWarm{
 		TypeMeta:   metav1.TypeMeta{APIVersion: warmv1.GroupVersion.String(), Kind: "ImageWarm"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: iw.Namespace, Name: iw.Name, UID: iw.UID},
-	}
-}
-
-// nodeStub is the same for the Node.
-func nodeStub(node *corev1.Node) *corev1.Node {
-	return &corev1.Node{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
-		ObjectMeta: metav1.ObjectMeta{Name: node.Name, UID: node.UID},
 	}
 }

@@ -1,4 +1,4 @@
-package agent
+package plan
 
 import (
 	"fmt"
@@ -12,7 +12,7 @@ import (
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/pkg/imageref"
-	"github.com/warmer-dev/warmer/pkg/pullengine"
+	"github.com/warmer-dev/warmer/pkg/pullengine/pull"
 )
 
 // planBytes hands out fuzz input a few bits at a time; past the end it
@@ -34,7 +34,7 @@ var fuzzImages = []string{imgA, imgB, "registry.test/team/c:v1", "registry.test/
 // fuzzInput builds a pass's input: three ImageWarms over four images, and
 // for each image a runtime listing, an engine state, results and memory
 // chosen by the data.
-func fuzzInput(data []byte, msg string) planInput {
+func fuzzInput(data []byte, msg string) Input {
 	b := planBytes(data)
 	var warms []warmv1.ImageWarm
 	for i := range 3 {
@@ -52,59 +52,59 @@ func fuzzInput(data []byte, msg string) planInput {
 		warms = append(warms, iw)
 	}
 	in := input(warms...)
-	in.disk.Pressure = b.next(5) == 0
-	in.state = agentState{images: map[string]imageMemory{}, warming: map[types.NamespacedName]warmProgress{}}
+	in.Disk.Pressure = b.next(5) == 0
+	in.State = State{images: map[string]imageMemory{}, warming: map[types.NamespacedName]warmProgress{}}
 	runtime := runtimeImages{}
 	for _, img := range fuzzImages {
 		fuzzImage(&b, &in, runtime, img, msg)
 	}
-	in.runtime = runtime
+	in.Runtime = runtime
 	fuzzTaint(&b, &in, warms)
 	return in
 }
 
 // fuzzTaint puts the startup taint on the node or not, lets some active
 // ImageWarms hold it, and sets its deadline before, at or after the pass.
-func fuzzTaint(b *planBytes, in *planInput, warms []warmv1.ImageWarm) {
+func fuzzTaint(b *planBytes, in *Input, warms []warmv1.ImageWarm) {
 	for _, iw := range warms {
 		if b.next(2) == 1 && !iw.Spec.Suspend {
-			in.desired.holdTaint[types.NamespacedName{Namespace: iw.Namespace, Name: iw.Name}] = true
+			in.Desired.holdTaint[types.NamespacedName{Namespace: iw.Namespace, Name: iw.Name}] = true
 		}
 	}
-	in.taint = taintInput{key: DefaultStartupTaintKey, onNode: b.next(3) != 0, deadline: t0.Add(time.Duration(b.next(3)-1) * time.Minute)}
+	in.Taint = TaintInput{Key: testTaintKey, OnNode: b.next(3) != 0, Deadline: t0.Add(time.Duration(b.next(3)-1) * time.Minute)}
 }
 
 // fuzzImage fills in one image's part of the input.
-func fuzzImage(b *planBytes, in *planInput, runtime runtimeImages, img, msg string) {
+func fuzzImage(b *planBytes, in *Input, runtime runtimeImages, img, msg string) {
 	ref, _ := imageref.Parse(img)
 	key := ref.String()
 	if b.next(2) == 1 {
-		runtime[key] = pullengine.PresentImage{ID: "sha256:id", Size: 1, RepoDigest: []string{"", key + "@" + testDigest, key + "@" + msg}[b.next(3)]}
+		runtime[key] = pull.PresentImage{ID: "sha256:id", Size: 1, RepoDigest: []string{"", key + "@" + testDigest, key + "@" + msg}[b.next(3)]}
 	}
 	at := t0.Add(time.Duration(b.next(5)-2) * time.Second)
-	var last *pullengine.Result
+	var last *pull.Result
 	switch b.next(4) {
 	case 1:
 		r := pulled(key, at)
 		last = &r
 	case 2:
-		r := failedPull(key, pullengine.ClassNotFound, at)
+		r := failedPull(key, pull.ClassNotFound, at)
 		r.Message = msg
 		last = &r
 	}
-	states := []pullengine.State{"", pullengine.StateQueued, pullengine.StatePulling, pullengine.StateBackOff, pullengine.StatePulled}
+	states := []pull.State{"", pull.StateQueued, pull.StatePulling, pull.StateBackOff, pull.StatePulled}
 	if s := states[b.next(len(states))]; s != "" {
-		in.engine[key] = pullengine.Status{Image: key, Ref: key, State: s, Last: last, RetryAt: at.Add(10 * time.Second)}
+		in.Engine[key] = pull.Status{Image: key, Ref: key, State: s, Last: last, RetryAt: at.Add(10 * time.Second)}
 	}
 	if last != nil && b.next(2) == 1 {
-		in.results = append(in.results, *last)
+		in.Results = append(in.Results, *last)
 	}
 	m := imageMemory{seen: b.next(2) == 1, failures: int32(b.next(3))}
 	if m.failures > 0 {
-		r := failedPull(key, pullengine.ClassNotFound, t0.Add(-time.Minute))
+		r := failedPull(key, pull.ClassNotFound, t0.Add(-time.Minute))
 		m.failed = &r
 	}
-	in.state.images[key] = m
+	in.State.images[key] = m
 }
 
 // FuzzPlan checks the planner's promises on any input: no image is
@@ -116,57 +116,57 @@ func FuzzPlan(f *testing.F) {
 	f.Add([]byte{255, 0, 255, 0, 17, 42, 3, 3, 3, 3, 1, 1, 1, 2, 2, 2}, "failed to pull \"a\": <html>&amp;\n\x00é"+strings.Repeat("x", 300))
 	f.Fuzz(func(t *testing.T, data []byte, msg string) {
 		in := fuzzInput(data, msg)
-		out := plan(in)
+		out := Decide(in)
 		checkPulls(t, in, out)
 		checkPresence(t, in, out)
 		checkWarmed(t, in, out)
 		checkTaint(t, in, out)
 		checkEntries(t, in, out)
-		if out.next < minPass || out.next > in.resync {
-			t.Errorf("next pass in %v, want within [%v, %v]", out.next, minPass, in.resync)
+		if out.Next < minPass || out.Next > in.Resync {
+			t.Errorf("next pass in %v, want within [%v, %v]", out.Next, minPass, in.Resync)
 		}
-		if n := len(in.desired.images) + len(in.desired.invalid); len(out.status.Images) != n || int(out.status.Desired) != n {
-			t.Errorf("%d images reported (desired %d), want %d", len(out.status.Images), out.status.Desired, n)
+		if n := len(in.Desired.images) + len(in.Desired.invalid); len(out.Status.Images) != n || int(out.Status.Desired) != n {
+			t.Errorf("%d images reported (desired %d), want %d", len(out.Status.Images), out.Status.Desired, n)
 		}
 	})
 }
 
-func checkPulls(t *testing.T, in planInput, out planOutput) {
+func checkPulls(t *testing.T, in Input, out Output) {
 	seen := map[string]bool{}
-	for _, p := range out.pulls {
-		w := in.desired.images[p.request.Image]
-		if w == nil || w.suspended || seen[p.request.Image] {
-			t.Errorf("pull of %s: unwanted, suspended or twice", p.request.Image)
+	for _, p := range out.Pulls {
+		w := in.Desired.images[p.Image]
+		if w == nil || w.suspended || seen[p.Image] {
+			t.Errorf("pull of %s: unwanted, suspended or twice", p.Image)
 		}
-		seen[p.request.Image] = true
+		seen[p.Image] = true
 	}
 }
 
 // checkPresence: Present needs a success newer than the listing, or a
 // listing with no failure after the last success.
-func checkPresence(t *testing.T, in planInput, out planOutput) {
-	for _, img := range out.status.Images {
+func checkPresence(t *testing.T, in Input, out Output) {
+	for _, img := range out.Status.Images {
 		if img.State != warmv1.ImagePresent {
 			continue
 		}
 		var lastSuccess, lastFailure time.Time
-		for _, r := range in.results {
+		for _, r := range in.Results {
 			if r.Ref == img.Image && r.Succeeded() {
 				lastSuccess = r.Finished
 			} else if r.Ref == img.Image {
 				lastFailure = r.Finished
 			}
 		}
-		if s, ok := in.engine[img.Image]; ok && s.Last != nil && s.Last.Succeeded() {
+		if s, ok := in.Engine[img.Image]; ok && s.Last != nil && s.Last.Succeeded() {
 			lastSuccess = later(lastSuccess, s.Last.Finished)
 		} else if ok && s.Last != nil {
 			lastFailure = later(lastFailure, s.Last.Finished)
 		}
-		if m := in.state.images[img.Image]; m.failed != nil {
+		if m := in.State.images[img.Image]; m.failed != nil {
 			lastFailure = later(lastFailure, m.failed.Finished)
 		}
-		_, listed := in.runtime.(runtimeImages)[img.Image]
-		if lastSuccess.After(in.listedAt) || (listed && !lastFailure.After(lastSuccess)) {
+		_, listed := in.Runtime.(runtimeImages)[img.Image]
+		if lastSuccess.After(in.ListedAt) || (listed && !lastFailure.After(lastSuccess)) {
 			continue
 		}
 		t.Errorf("%s reported Present: listed %v, last success %v, last failure %v", img.Image, listed, lastSuccess, lastFailure)
@@ -176,8 +176,8 @@ func checkPresence(t *testing.T, in planInput, out planOutput) {
 // checkEntries: every entry is one the API takes (plain text within its
 // bounds, a valid digest or none), has a transition time unless present,
 // and names, by index into status.warms, the ImageWarms that want it.
-func checkEntries(t *testing.T, in planInput, out planOutput) {
-	for _, img := range out.status.Images {
+func checkEntries(t *testing.T, in Input, out Output) {
+	for _, img := range out.Status.Images {
 		if !plainPattern.MatchString(img.Image) || !plainPattern.MatchString(img.Message) || len(img.Image) > maxImageLength ||
 			len(img.Message) > warmv1.MaxNodeMessageLength || (img.Digest != "" && !validDigest.MatchString(img.Digest)) {
 			t.Errorf("entry out of the schema: %+v", img)
@@ -185,11 +185,11 @@ func checkEntries(t *testing.T, in planInput, out planOutput) {
 		if (img.LastTransitionTime == nil) != (img.State == warmv1.ImagePresent) {
 			t.Errorf("%s is %s with transition time %v", img.Image, img.State, img.LastTransitionTime)
 		}
-		w := in.desired.images[img.Image]
+		w := in.Desired.images[img.Image]
 		if w == nil {
 			continue // an invalid spec entry
 		}
-		by := out.status.RequestedBy(&img)
+		by := out.Status.RequestedBy(&img)
 		if len(by) != min(len(w.warms), warmv1.MaxRequestedBy) || len(by) != len(img.Warms) {
 			t.Errorf("%s requested by %v, wanted by %v", img.Image, by, w.warms)
 		}
@@ -211,18 +211,18 @@ func later(a, b time.Time) time.Time {
 	return a
 }
 
-func checkWarmed(t *testing.T, in planInput, out planOutput) {
+func checkWarmed(t *testing.T, in Input, out Output) {
 	state := map[string]warmv1.ImageState{}
-	for _, img := range out.status.Images {
+	for _, img := range out.Status.Images {
 		state[img.Image] = img.State
 	}
-	for _, e := range out.events {
-		if e.reason != warmv1.ReasonWarmed {
+	for _, e := range out.Events {
+		if e.Reason != warmv1.ReasonWarmed {
 			continue
 		}
-		for key, w := range in.desired.images {
+		for key, w := range in.Desired.images {
 			for _, nn := range w.warms {
-				if nn == e.subjects[0] && state[key] != warmv1.ImagePresent {
+				if nn == e.warms[0] && state[key] != warmv1.ImagePresent {
 					t.Errorf("Warmed on %s while %s is %s", nn, key, state[key])
 				}
 			}
@@ -233,23 +233,23 @@ func checkWarmed(t *testing.T, in planInput, out planOutput) {
 // checkTaint: the taint is removed only from a node that has it, and
 // before the deadline only when every image of every ImageWarm holding it
 // is present; a node that keeps it is reported Waiting.
-func checkTaint(t *testing.T, in planInput, out planOutput) {
-	c := meta.FindStatusCondition(out.status.Conditions, warmv1.ConditionStartupTaint)
+func checkTaint(t *testing.T, in Input, out Output) {
+	c := meta.FindStatusCondition(out.Status.Conditions, warmv1.ConditionStartupTaint)
 	switch {
-	case out.removeTaint && !in.taint.onNode:
+	case out.RemoveTaint && !in.Taint.OnNode:
 		t.Error("removing a taint the node does not have")
-	case !out.removeTaint && in.taint.onNode && (c == nil || c.Reason != warmv1.ReasonTaintWaiting):
+	case !out.RemoveTaint && in.Taint.OnNode && (c == nil || c.Reason != warmv1.ReasonTaintWaiting):
 		t.Errorf("tainted node kept with condition %+v, want Waiting", c)
-	case !in.taint.onNode && c != nil:
+	case !in.Taint.OnNode && c != nil:
 		t.Errorf("untainted node with no history has condition %+v", c)
 	}
-	if !out.removeTaint || !in.now.Before(in.taint.deadline) {
+	if !out.RemoveTaint || !in.Now.Before(in.Taint.Deadline) {
 		return
 	}
-	for _, img := range out.status.Images {
-		for _, w := range out.status.RequestedBy(&img) {
+	for _, img := range out.Status.Images {
+		for _, w := range out.Status.RequestedBy(&img) {
 			by := types.NamespacedName{Namespace: w.Namespace, Name: w.Name}
-			if in.desired.holdTaint[by] && img.State != warmv1.ImagePresent {
+			if in.Desired.holdTaint[by] && img.State != warmv1.ImagePresent {
 				t.Errorf("taint removed before the deadline while %s of %s is %s", img.Image, by, img.State)
 			}
 		}

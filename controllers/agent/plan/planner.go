@@ -1,4 +1,4 @@
-package agent
+package plan
 
 import (
 	"sort"
@@ -9,7 +9,7 @@ import (
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/pkg/imageref"
-	"github.com/warmer-dev/warmer/pkg/pullengine"
+	"github.com/warmer-dev/warmer/pkg/pullengine/pull"
 )
 
 // This file is every decision the agent makes. plan is a pure function:
@@ -19,93 +19,101 @@ import (
 // Nothing here reads a clock, the API or the runtime, so a table of inputs
 // tells what the agent does on each (planner_test.go).
 
-// planInput is what one pass decides from.
-type planInput struct {
-	// now is the pass's time, on the same clock as the engine's results.
-	now time.Time
-	// listedAt is when the runtime's images were listed: a pull that
+// Input is what one pass decides from.
+type Input struct {
+	// Now is the pass's time, on the same clock as the engine's results.
+	Now time.Time
+	// ListedAt is when the runtime's images were listed: a pull that
 	// succeeded after it is present, only not listed yet.
-	listedAt time.Time
-	// desired is what the ImageWarms matching the node ask for.
-	desired desiredSet
-	// runtime is the runtime's images, listed once at listedAt.
-	runtime imageLookup
-	// engine is the engine's view of each wanted image (by normalised
+	ListedAt time.Time
+	// Desired is what the ImageWarms matching the node ask for.
+	Desired Desired
+	// Runtime is the Runtime's images, listed once at listedAt.
+	Runtime ImageLookup
+	// Engine is the Engine's view of each wanted image (by normalised
 	// reference), taken after the runtime was listed; an image it knows
 	// nothing of is absent.
-	engine map[string]pullengine.Status
-	// started and results are the pulls that started and finished since
+	Engine map[string]pull.Status
+	// Started and results are the pulls that Started and finished since
 	// the last pass, in the order the engine reported them.
-	started []startedPull
-	results []pullengine.Result
-	// disk is the image filesystem's level.
-	disk pullengine.DiskUsage
-	// secrets is what the last pass found wrong with each pull secret it
+	Started []StartedPull
+	Results []pull.Result
+	// Disk is the image filesystem's level.
+	Disk pull.DiskUsage
+	// Secrets is what the last pass found wrong with each pull secret it
 	// read ("" for a usable one).
-	secrets map[types.NamespacedName]string
-	// conditions are the NodeWarm's conditions as last reported.
-	conditions []metav1.Condition
-	// runtimeInfo names the container runtime, for the status.
-	runtimeInfo warmv1.RuntimeInfo
-	// credentialProviders names the credential-provider plugins in use.
-	credentialProviders []string
-	// resync bounds the time to the next pass.
-	resync time.Duration
-	// perImageEvents asks for the kubelet's Pulling and Pulled events.
-	perImageEvents bool
-	// taint is the node's startup taint (startuptaint.go).
-	taint taintInput
-	// pins is the runtime's pinning, as the shell found it.
-	pins pinView
-	// evictionBackOff spaces the pulls of an image the node keeps
+	Secrets map[types.NamespacedName]string
+	// Conditions are the NodeWarm's Conditions as last reported.
+	Conditions []metav1.Condition
+	// RuntimeInfo names the container runtime, for the status.
+	RuntimeInfo warmv1.RuntimeInfo
+	// CredentialProviders names the credential-provider plugins in use.
+	CredentialProviders []string
+	// Resync bounds the time to the next pass.
+	Resync time.Duration
+	// PerImageEvents asks for the kubelet's Pulling and Pulled events.
+	PerImageEvents bool
+	// Taint is the node's startup Taint (startuptaint.go).
+	Taint TaintInput
+	// Pins is the runtime's pinning, as the shell found it.
+	Pins PinView
+	// EvictionBackOff spaces the pulls of an image the node keeps
 	// removing.
-	evictionBackOff backOffPolicy
-	// state is what the previous pass remembered.
-	state agentState
+	EvictionBackOff BackOff
+	// State is what the previous pass remembered.
+	State State
 }
 
-// imageLookup finds a reference among the runtime's images.
-type imageLookup interface {
-	Lookup(ref imageref.Reference) (pullengine.PresentImage, bool)
+// ImageLookup finds a reference among the runtime's images.
+type ImageLookup interface {
+	Lookup(ref imageref.Reference) (pull.PresentImage, bool)
 }
 
-// startedPull is a pull the engine started.
-type startedPull struct {
-	key string
-	at  time.Time
+// StartedPull is a pull the engine started.
+type StartedPull struct {
+	Key string
+	At  time.Time
 }
 
-// planOutput is what one pass does.
-type planOutput struct {
-	// pulls is every image that should be pulling now; the engine cancels
+// Output is what one pass does.
+type Output struct {
+	// Pulls is every image that should be pulling now; the engine cancels
 	// the rest.
-	pulls []pullWish
-	// status is the NodeWarm status to report.
-	status warmv1.NodeWarmStatus
-	// events to record, in order.
-	events []agentEvent
-	// evictions counts wanted images that disappeared from the node.
-	evictions int
-	// next is when the next pass is due.
-	next time.Duration
-	// pins and unpins are the image names to pin and unpin, in order.
-	pins, unpins []string
-	// state is what the next pass needs to remember.
-	state agentState
-	// removeTaint asks the shell to remove the node's startup taint.
-	removeTaint bool
+	Pulls []Pull
+	// Status is the NodeWarm Status to report.
+	Status warmv1.NodeWarmStatus
+	// Events to record, in order.
+	Events []Event
+	// Evictions counts wanted images that disappeared from the node.
+	Evictions int
+	// Next is when the Next pass is due.
+	Next time.Duration
+	// Pins and Unpins are the image names to pin and unpin, in order.
+	Pins, Unpins []string
+	// State is what the next pass needs to remember.
+	State State
+	// RemoveTaint asks the shell to remove the node's startup taint.
+	RemoveTaint bool
 }
 
-// pullWish is one image to pull, with the secrets to pull it with.
-type pullWish struct {
-	request pullengine.Request
-	secrets []types.NamespacedName
+// Pull is one image to pull, with the secrets to pull it with. The shell
+// turns it into the engine's request, with the secrets' logins.
+type Pull struct {
+	// Image is the reference as the first ImageWarm wrote it.
+	Image string
+	// Priority, Timeout and MissingSince are the engine's request fields
+	// of the same names.
+	Priority     int32
+	Timeout      time.Duration
+	MissingSince time.Time
+	// Secrets are the pull secrets to pull it with.
+	Secrets []types.NamespacedName
 }
 
-// agentState is what the agent remembers between passes. All of it can be
+// State is what the agent remembers between passes. All of it can be
 // lost (an agent restart): the next pass rebuilds it from the runtime and
 // the engine, at worst missing an eviction or repeating an event.
-type agentState struct {
+type State struct {
 	// images is each wanted image's memory, by normalised reference.
 	images map[string]imageMemory
 	// secrets is the problem last reported per pull secret, so each is
@@ -130,9 +138,9 @@ type imageMemory struct {
 	// is not present meanwhile, even when the runtime lists it: a pull that
 	// fails late (an artifact that cannot be unpacked) can leave the image
 	// record behind, and a warm that cannot run anything is not done.
-	failed *pullengine.Result
+	failed *pull.Result
 	// pulled is the last successful pull taken in.
-	pulled *pullengine.Result
+	pulled *pull.Result
 	// taken is when the last result taken in finished; an engine result
 	// that finished later has not reached the agent yet.
 	taken time.Time
@@ -147,19 +155,19 @@ type imageMemory struct {
 	arrivedAt time.Time
 }
 
-// backOffPolicy is an exponential back-off: initial, doubling up to max.
+// BackOff is an exponential back-off: initial, doubling up to max.
 // The zero policy never holds anything back.
-type backOffPolicy struct {
-	initial, max time.Duration
+type BackOff struct {
+	Initial, Max time.Duration
 }
 
 // after is the wait after the n-th event in a row (n >= 1).
-func (b backOffPolicy) after(n int32) time.Duration {
-	d := b.initial
-	for i := int32(1); i < n && d < b.max; i++ {
+func (b BackOff) after(n int32) time.Duration {
+	d := b.Initial
+	for i := int32(1); i < n && d < b.Max; i++ {
 		d *= 2
 	}
-	return min(d, b.max)
+	return min(d, b.Max)
 }
 
 // warmProgress is what was pulled for one ImageWarm since its last Warmed
@@ -185,52 +193,52 @@ const (
 	minPass = 100 * time.Millisecond
 )
 
-// plan decides one pass.
-func plan(in planInput) planOutput {
-	p := &planner{in: in, out: planOutput{next: in.resync}}
-	p.out.state = agentState{
-		images:  make(map[string]imageMemory, len(in.desired.images)),
+// Decide decides one pass.
+func Decide(in Input) Output {
+	p := &planner{in: in, out: Output{Next: in.Resync}}
+	p.out.State = State{
+		images:  make(map[string]imageMemory, len(in.Desired.images)),
 		secrets: map[types.NamespacedName]string{},
 		warming: map[types.NamespacedName]warmProgress{},
 	}
-	for key := range in.desired.images {
-		p.out.state.images[key] = in.state.images[key]
+	for key := range in.Desired.images {
+		p.out.State.images[key] = in.State.images[key]
 	}
-	for nn, t := range in.state.warming {
-		if in.desired.objects[nn] != nil {
-			p.out.state.warming[nn] = t
+	for nn, t := range in.State.warming {
+		if in.Desired.objects[nn] != nil {
+			p.out.State.warming[nn] = t
 		}
 	}
 	p.takeStarted()
 	p.takeResults()
-	p.warmIndex = warmIndex(in.desired.warms)
+	p.warmIndex = warmIndex(in.Desired.warms)
 	var st warmv1.NodeWarmStatus
 	complete := map[types.NamespacedName]bool{}
-	doneKeys := make(map[string]bool, len(in.desired.images))
-	for nn := range p.out.state.warming {
+	doneKeys := make(map[string]bool, len(in.Desired.images))
+	for nn := range p.out.State.warming {
 		complete[nn] = true
 	}
-	for _, key := range in.desired.sortedKeys() {
-		img, done := p.image(key, in.desired.images[key])
+	for _, key := range in.Desired.Keys() {
+		img, done := p.image(key, in.Desired.images[key])
 		st.Images = append(st.Images, img)
 		doneKeys[key] = done
-		for _, nn := range in.desired.images[key].warms {
+		for _, nn := range in.Desired.images[key].warms {
 			complete[nn] = complete[nn] && done
 		}
 	}
 	p.warmed(complete)
 	p.secretEvents()
 	p.unpins()
-	p.out.status = p.finishStatus(st)
-	p.out.status.Conditions = p.startupTaint(p.out.status.Conditions, p.coldWarms(doneKeys), metav1.NewTime(in.now))
-	p.out.next = max(p.out.next, minPass)
+	p.out.Status = p.finishStatus(st)
+	p.out.Status.Conditions = p.startupTaint(p.out.Status.Conditions, p.coldWarms(doneKeys), metav1.NewTime(in.Now))
+	p.out.Next = max(p.out.Next, minPass)
 	return p.out
 }
 
 // planner holds one pass's work.
 type planner struct {
-	in  planInput
-	out planOutput
+	in  Input
+	out Output
 	// warmIndex is each reported ImageWarm's place in status.warms.
 	warmIndex map[types.NamespacedName]int32
 	pinTally  pinTally
@@ -238,17 +246,17 @@ type planner struct {
 
 // takeStarted notes when each ImageWarm's warming began.
 func (p *planner) takeStarted() {
-	for _, s := range p.in.started {
-		w := p.in.desired.images[s.key]
+	for _, s := range p.in.Started {
+		w := p.in.Desired.images[s.Key]
 		if w == nil {
 			continue
 		}
 		p.tally(w, func(t *warmProgress) {
 			if t.started.IsZero() {
-				t.started = s.at
+				t.started = s.At
 			}
 		})
-		if p.in.perImageEvents {
+		if p.in.PerImageEvents {
 			p.event(eventPulling(w))
 		}
 	}
@@ -256,16 +264,16 @@ func (p *planner) takeStarted() {
 
 // takeResults folds finished pulls into each image's memory.
 func (p *planner) takeResults() {
-	for i := range p.in.results {
-		res := p.in.results[i]
-		w := p.in.desired.images[res.Ref]
+	for i := range p.in.Results {
+		res := p.in.Results[i]
+		w := p.in.Desired.images[res.Ref]
 		if w == nil {
 			continue // no longer wanted: nobody to tell
 		}
-		m := p.out.state.images[res.Ref]
+		m := p.out.State.images[res.Ref]
 		m.taken = res.Finished
 		switch {
-		case res.Class == pullengine.ClassCanceled:
+		case res.Class == pull.ClassCanceled:
 		case res.Succeeded():
 			m.failures, m.failed, m.pulled, m.refreshedAt = 0, nil, &res, res.Finished
 			p.tally(w, func(t *warmProgress) {
@@ -278,7 +286,7 @@ func (p *planner) takeResults() {
 					t.bytes += res.Size
 				}
 			})
-			if p.in.perImageEvents {
+			if p.in.PerImageEvents {
 				p.event(eventPulled(w, res))
 			}
 		default:
@@ -286,22 +294,22 @@ func (p *planner) takeResults() {
 			m.failed = &res
 			p.event(eventFailed(w, res))
 		}
-		p.out.state.images[res.Ref] = m
+		p.out.State.images[res.Ref] = m
 	}
 }
 
 // tally applies f to the progress of every ImageWarm that wants w.
 func (p *planner) tally(w *wantedImage, f func(*warmProgress)) {
 	for _, nn := range w.warms {
-		t := p.out.state.warming[nn]
+		t := p.out.State.warming[nn]
 		f(&t)
-		p.out.state.warming[nn] = t
+		p.out.State.warming[nn] = t
 	}
 }
 
 // imageView is what a pass knows of one wanted image.
 type imageView struct {
-	eng      pullengine.Status
+	eng      pull.Status
 	known    bool // the engine knows the image
 	inFlight bool // queued or pulling
 	// pending is set when the engine holds a result that finished after
@@ -310,9 +318,9 @@ type imageView struct {
 	pending bool
 	// fresh is a success newer than the runtime's listing; failed is a
 	// failure no success has followed.
-	fresh, failed *pullengine.Result
+	fresh, failed *pull.Result
 	listed        bool
-	listing       pullengine.PresentImage
+	listing       pull.PresentImage
 	present       bool
 }
 
@@ -320,7 +328,7 @@ type imageView struct {
 // it, its reported state, and whether it counts as done for its
 // ImageWarms' Warmed events (present, with no pull of it unaccounted for).
 func (p *planner) image(key string, w *wantedImage) (warmv1.NodeImage, bool) {
-	m := p.out.state.images[key]
+	m := p.out.State.images[key]
 	v := p.view(key, w, m)
 	p.noteSeen(w, &m, v)
 	diskHeld, evictHeld := p.pull(w, m, v)
@@ -335,10 +343,10 @@ func (p *planner) image(key string, w *wantedImage) (warmv1.NodeImage, bool) {
 		p.event(eventBackOff(w))
 	}
 	if img.State != m.state || m.since.IsZero() {
-		m.state, m.since = img.State, metav1.NewTime(p.in.now)
+		m.state, m.since = img.State, metav1.NewTime(p.in.Now)
 	}
 	img.LastTransitionTime = transitionTime(img.State, m.since)
-	p.out.state.images[key] = m
+	p.out.State.images[key] = m
 	return img, v.present && !v.inFlight && !v.pending
 }
 
@@ -346,19 +354,19 @@ func (p *planner) image(key string, w *wantedImage) (warmv1.NodeImage, bool) {
 // refresh, unless the disk is too full or the image waits out an eviction
 // back-off; it says which of those two held it back.
 func (p *planner) pull(w *wantedImage, m imageMemory, v imageView) (diskHeld, evictHeld bool) {
-	refreshDue := w.refresh > 0 && v.present && p.in.now.Sub(m.refreshedAt) >= w.refresh
+	refreshDue := w.refresh > 0 && v.present && p.in.Now.Sub(m.refreshedAt) >= w.refresh
 	// A pull under way when the node stops being admitted (a new spec
 	// starts a new rollout) goes on: cancelling it would waste what it
 	// fetched.
 	wanted := !w.suspended && (!w.waiting || v.inFlight) && (!v.present || v.inFlight || refreshDue)
 	evictHeld = wanted && !v.present && !v.inFlight && p.evictionHold(m) > 0
-	diskHeld = wanted && !v.inFlight && !evictHeld && p.in.disk.Pressure
+	diskHeld = wanted && !v.inFlight && !evictHeld && p.in.Disk.Pressure
 	if wanted && !diskHeld && !evictHeld {
-		p.out.pulls = append(p.out.pulls, pullWish{
+		p.out.Pulls = append(p.out.Pulls, Pull{
+			Image: w.image, Priority: w.priority, Timeout: w.timeout, Secrets: w.secrets,
 			// A pull that ends between the listing and the shell's Sync
 			// is not started again.
-			request: pullengine.Request{Image: w.image, Priority: w.priority, Timeout: w.timeout, MissingSince: p.in.listedAt},
-			secrets: w.secrets,
+			MissingSince: p.in.ListedAt,
 		})
 	}
 	return diskHeld, evictHeld
@@ -371,20 +379,20 @@ func (p *planner) pull(w *wantedImage, m imageMemory, v imageView) (diskHeld, ev
 // image a moment before).
 func (p *planner) view(key string, w *wantedImage, m imageMemory) imageView {
 	v := imageView{fresh: m.pulled, failed: m.failed}
-	v.eng, v.known = p.in.engine[key]
-	v.inFlight = v.known && (v.eng.State == pullengine.StateQueued || v.eng.State == pullengine.StatePulling)
+	v.eng, v.known = p.in.Engine[key]
+	v.inFlight = v.known && (v.eng.State == pull.StateQueued || v.eng.State == pull.StatePulling)
 	last := v.eng.Last
-	v.pending = v.known && last != nil && last.Finished.After(m.taken) && last.Class != pullengine.ClassCanceled
+	v.pending = v.known && last != nil && last.Finished.After(m.taken) && last.Class != pull.ClassCanceled
 	switch {
 	case v.pending && last.Succeeded():
 		v.fresh, v.failed = last, nil
 	case v.pending:
 		v.failed = last
 	}
-	if v.fresh != nil && !v.fresh.Finished.After(p.in.listedAt) {
+	if v.fresh != nil && !v.fresh.Finished.After(p.in.ListedAt) {
 		v.fresh = nil // listed since: the runtime's record is the newer
 	}
-	v.listing, v.listed = p.in.runtime.Lookup(w.ref)
+	v.listing, v.listed = p.in.Runtime.Lookup(w.ref)
 	v.present = v.fresh != nil || (v.listed && v.failed == nil && (!v.inFlight || m.seen))
 	return v
 }
@@ -396,19 +404,19 @@ func (p *planner) noteSeen(w *wantedImage, m *imageMemory, v imageView) {
 	if m.seen && !v.listed && v.fresh == nil {
 		m.seen, m.refreshedAt = false, time.Time{}
 		m.evictions++
-		if b := p.in.evictionBackOff; m.arrivedAt.IsZero() || p.in.now.Sub(m.arrivedAt) > 2*b.max {
+		if b := p.in.EvictionBackOff; m.arrivedAt.IsZero() || p.in.Now.Sub(m.arrivedAt) > 2*b.Max {
 			m.evictions = 1 // it stayed long enough: the count starts again
 		}
-		p.out.evictions++
+		p.out.Evictions++
 		p.event(eventEvicted(w, m.evictions, p.evictionHold(*m)))
 	}
 	if v.present {
 		if !m.seen {
-			m.arrivedAt = p.in.now
+			m.arrivedAt = p.in.Now
 		}
 		m.seen = true
 		if m.refreshedAt.IsZero() {
-			m.refreshedAt = p.in.now // first seen present: refreshed now
+			m.refreshedAt = p.in.Now // first seen present: refreshed now
 		}
 	}
 }
@@ -428,14 +436,14 @@ func (p *planner) imageStatus(key string, w *wantedImage, m imageMemory, v image
 	case w.waiting && !v.inFlight:
 		img.State, img.Reason, img.Message = warmv1.ImageQueued, warmv1.ReasonWaitingForRollout, "waiting for the rollout to admit this node"
 	case diskHeld:
-		img.State, img.Reason, img.Message = warmv1.ImageFailed, string(pullengine.ClassDiskPressure), statusMessage(diskMessage(p.in.disk))
+		img.State, img.Reason, img.Message = warmv1.ImageFailed, string(pull.ClassDiskPressure), statusMessage(diskMessage(p.in.Disk))
 		p.soon(diskRetry)
 	case v.inFlight:
 		img.State = engineState(v.eng.State)
-	case v.known && v.eng.State == pullengine.StateBackOff && v.failed != nil:
+	case v.known && v.eng.State == pull.StateBackOff && v.failed != nil:
 		img.State, img.Reason, img.Message = warmv1.ImageBackOff, string(v.failed.Class), statusMessage(v.failed.Message)
-		p.soon(v.eng.RetryAt.Sub(p.in.now))
-		if v.failed.Class == pullengine.ClassUnauthorized && len(w.secrets) > 0 {
+		p.soon(v.eng.RetryAt.Sub(p.in.Now))
+		if v.failed.Class == pull.ClassUnauthorized && len(w.secrets) > 0 {
 			p.soon(secretRetry)
 		}
 	default:
@@ -452,7 +460,7 @@ func (p *planner) evictionHold(m imageMemory) time.Duration {
 	if m.evictions == 0 || m.arrivedAt.IsZero() {
 		return 0
 	}
-	return max(m.arrivedAt.Add(p.in.evictionBackOff.after(m.evictions)).Sub(p.in.now), 0)
+	return max(m.arrivedAt.Add(p.in.EvictionBackOff.after(m.evictions)).Sub(p.in.Now), 0)
 }
 
 // evictionStatus reports an evicted image waiting out its back-off.
@@ -475,7 +483,7 @@ func (p *planner) recentEvictions(img *warmv1.NodeImage, m imageMemory) {
 	if m.evictions < 2 || m.arrivedAt.IsZero() {
 		return
 	}
-	left := m.arrivedAt.Add(2 * p.in.evictionBackOff.max).Sub(p.in.now)
+	left := m.arrivedAt.Add(2 * p.in.EvictionBackOff.Max).Sub(p.in.Now)
 	if left <= 0 {
 		return
 	}
@@ -485,8 +493,8 @@ func (p *planner) recentEvictions(img *warmv1.NodeImage, m imageMemory) {
 
 // soon brings the next pass forward to at most d from now.
 func (p *planner) soon(d time.Duration) {
-	if d < p.out.next {
-		p.out.next = d
+	if d < p.out.Next {
+		p.out.Next = d
 	}
 }
 
@@ -495,33 +503,33 @@ func (p *planner) soon(d time.Duration) {
 // for: a Warmed event sent while a result was still on its way would
 // count short, and that result would start a second count.
 func (p *planner) warmed(complete map[types.NamespacedName]bool) {
-	for nn, t := range p.out.state.warming {
+	for nn, t := range p.out.State.warming {
 		if !complete[nn] {
 			continue
 		}
 		if t.landed {
-			p.event(eventWarmed(nn, t, p.in.now))
+			p.event(eventWarmed(nn, t, p.in.Now))
 		}
-		delete(p.out.state.warming, nn)
+		delete(p.out.State.warming, nn)
 	}
 }
 
 // secretEvents reports, once per secret and problem, a pull secret that
 // cannot be used, on the ImageWarms of its namespace that name it.
 func (p *planner) secretEvents() {
-	for nn, problem := range p.in.state.secrets {
-		if fixed, read := p.in.secrets[nn]; !read || fixed != "" {
-			p.out.state.secrets[nn] = problem // not read in the last pass, or still bad
+	for nn, problem := range p.in.State.secrets {
+		if fixed, read := p.in.Secrets[nn]; !read || fixed != "" {
+			p.out.State.secrets[nn] = problem // not read in the last pass, or still bad
 		}
 	}
-	for _, key := range p.in.desired.sortedKeys() {
-		w := p.in.desired.images[key]
+	for _, key := range p.in.Desired.Keys() {
+		w := p.in.Desired.images[key]
 		for _, sec := range w.secrets {
-			problem := p.in.secrets[sec]
-			if problem == "" || p.out.state.secrets[sec] == problem {
+			problem := p.in.Secrets[sec]
+			if problem == "" || p.out.State.secrets[sec] == problem {
 				continue
 			}
-			p.out.state.secrets[sec] = problem
+			p.out.State.secrets[sec] = problem
 			var subjects []types.NamespacedName
 			for _, nn := range w.warms {
 				if nn.Namespace == sec.Namespace {
@@ -535,16 +543,16 @@ func (p *planner) secretEvents() {
 
 // finishStatus completes the NodeWarm status around the images.
 func (p *planner) finishStatus(st warmv1.NodeWarmStatus) warmv1.NodeWarmStatus {
-	now := metav1.NewTime(p.in.now)
-	st.Warms = p.in.desired.warms
-	for _, bad := range p.in.desired.invalid {
+	now := metav1.NewTime(p.in.Now)
+	st.Warms = p.in.Desired.warms
+	for _, bad := range p.in.Desired.invalid {
 		since := now
-		if m, ok := p.in.state.images[invalidKey(bad.image)]; ok && m.state == warmv1.ImageFailed {
+		if m, ok := p.in.State.images[invalidKey(bad.image)]; ok && m.state == warmv1.ImageFailed {
 			since = m.since
 		}
 		img := warmv1.NodeImage{Image: plainText(bad.image, maxImageLength), State: warmv1.ImageFailed, Reason: warmv1.ReasonInvalidImageName,
 			Message: statusMessage(bad.err.Error()), LastTransitionTime: &since, Warms: p.warmIndices([]types.NamespacedName{bad.warm})}
-		p.out.state.images[invalidKey(bad.image)] = imageMemory{state: img.State, since: since}
+		p.out.State.images[invalidKey(bad.image)] = imageMemory{state: img.State, since: since}
 		st.Images = append(st.Images, img)
 	}
 	sort.Slice(st.Images, func(i, j int) bool { return st.Images[i].Image < st.Images[j].Image })
@@ -556,11 +564,11 @@ func (p *planner) finishStatus(st warmv1.NodeWarmStatus) warmv1.NodeWarmStatus {
 	if len(st.Warms) > warmv1.MaxNodeWarms {
 		st.Warms = st.Warms[:warmv1.MaxNodeWarms]
 	}
-	st.Runtime = p.in.runtimeInfo
-	st.CredentialProviders = p.in.credentialProviders
-	st.ImageFilesystem = imageFilesystem(p.in.disk)
-	st.Conditions = runtimeCondition(p.in.conditions, metav1.ConditionTrue, warmv1.ReasonRuntimeAnswering, "The container runtime answers CRI calls", now)
-	st.Conditions = diskCondition(st.Conditions, p.in.disk, now)
+	st.Runtime = p.in.RuntimeInfo
+	st.CredentialProviders = p.in.CredentialProviders
+	st.ImageFilesystem = imageFilesystem(p.in.Disk)
+	st.Conditions = runtimeCondition(p.in.Conditions, metav1.ConditionTrue, warmv1.ReasonRuntimeAnswering, "The container runtime answers CRI calls", now)
+	st.Conditions = diskCondition(st.Conditions, p.in.Disk, now)
 	st.Conditions = p.pinningCondition(st.Conditions, now)
 	st.Conditions = listedCondition(st.Conditions, wanted, now)
 	return st
@@ -570,5 +578,31 @@ func (p *planner) finishStatus(st warmv1.NodeWarmStatus) warmv1.NodeWarmStatus {
 // normalised reference.
 func invalidKey(image string) string { return "invalid " + image }
 
-// event queues an event.
-func (p *planner) event(e agentEvent) { p.out.events = append(p.out.events, e) }
+// event queues an event, with its subjects' references: the shell records
+// it as it is, needing nothing of the desired set.
+func (p *planner) event(e Event) {
+	for _, nn := range e.warms {
+		if iw := p.in.Desired.objects[nn]; iw != nil {
+			e.Subjects = append(e.Subjects, iw)
+		}
+	}
+	p.out.Events = append(p.out.Events, e)
+}
+
+// Seeded says whether s holds a memory, seeded or left by a pass; the
+// zero State holds none.
+func (s State) Seeded() bool { return s.images != nil }
+
+// Seed takes each image's state and transition time from the report
+// of an earlier run, so an agent restart does not move them.
+func Seed(st warmv1.NodeWarmStatus) State {
+	s := State{images: make(map[string]imageMemory, len(st.Images))}
+	for _, img := range st.Images {
+		m := imageMemory{state: img.State}
+		if img.LastTransitionTime != nil {
+			m.since = *img.LastTransitionTime
+		}
+		s.images[img.Image] = m
+	}
+	return s
+}

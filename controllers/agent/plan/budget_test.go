@@ -1,4 +1,4 @@
-package agent
+package plan
 
 import (
 	"encoding/json"
@@ -24,7 +24,7 @@ func budgetDigest(i int) string {
 // budgetInput is a node wanted by three ImageWarms: one of every image,
 // two of half each, as teams split their images. present says how each
 // image (by index) stands.
-func budgetInput(refs []string, state func(i int) warmv1.ImageState) planInput {
+func budgetInput(refs []string, state func(i int) warmv1.ImageState) Input {
 	in := input(warm("platform", "base-images", nil, refs...),
 		warm("team-a", "web", nil, refs[:len(refs)/2]...),
 		warm("team-b", "batch", nil, refs[len(refs)/2:]...))
@@ -36,15 +36,15 @@ func budgetInput(refs []string, state func(i int) warmv1.ImageState) planInput {
 		case warmv1.ImagePresent:
 			rt[key] = pullengine.PresentImage{ID: "sha256:id", RepoDigest: ref.Name() + "@" + budgetDigest(i), Size: 123_456_789 + uint64(i)}
 		case warmv1.ImagePulling:
-			in.engine[key] = pullengine.Status{Image: key, Ref: key, State: pullengine.StatePulling}
+			in.Engine[key] = pullengine.Status{Image: key, Ref: key, State: pullengine.StatePulling}
 		case warmv1.ImageBackOff:
 			res := failedPull(key, pullengine.ClassNotFound, t0.Add(-time.Second))
 			res.Message = fmt.Sprintf(`failed to pull and unpack image "%s": failed to resolve reference "%s": %s: not found`, r, r, r)
-			in.engine[key] = backingOff(res)
-			in.results = append(in.results, res)
+			in.Engine[key] = backingOff(res)
+			in.Results = append(in.Results, res)
 		}
 	}
-	in.runtime = rt
+	in.Runtime = rt
 	return in
 }
 
@@ -73,7 +73,7 @@ func TestNodeWarmBudget(t *testing.T) {
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			st := plan(budgetInput(refs, c.state)).status
+			st := Decide(budgetInput(refs, c.state)).Status
 			size, perImage := nodeWarmBytes(t, st)
 			t.Logf("%d images: %d bytes, %.0f an image", len(st.Images), size, perImage)
 			if len(st.Images) != len(refs) || perImage > warmv1.NodeImageBudget {
@@ -81,7 +81,7 @@ func TestNodeWarmBudget(t *testing.T) {
 			}
 		})
 	}
-	st := plan(budgetInput(refs, func(int) warmv1.ImageState { return warmv1.ImagePresent })).status
+	st := Decide(budgetInput(refs, func(int) warmv1.ImageState { return warmv1.ImagePresent })).Status
 	img := st.Images[0]
 	by := st.RequestedBy(&img)
 	if img.State != warmv1.ImagePresent || !strings.HasPrefix(img.Digest, "sha256:") || len(by) != 2 ||
@@ -94,7 +94,7 @@ func TestNodeWarmBudget(t *testing.T) {
 // and transition time are kept, in plain text, within the schema's bounds.
 func TestNodeWarmFailingEntry(t *testing.T) {
 	refs := testbed.RealisticRefs(10)
-	st := plan(budgetInput(refs, func(int) warmv1.ImageState { return warmv1.ImageBackOff })).status
+	st := Decide(budgetInput(refs, func(int) warmv1.ImageState { return warmv1.ImageBackOff })).Status
 	for _, img := range st.Images {
 		if img.State != warmv1.ImageBackOff || img.Reason != "NotFound" || img.LastTransitionTime == nil ||
 			!strings.HasPrefix(img.Message, "failed to pull and unpack image '") || !strings.HasSuffix(img.Message, ": not found") || len(img.Message) > warmv1.MaxNodeMessageLength {
@@ -113,7 +113,7 @@ func BenchmarkNodeWarmSize(b *testing.B) {
 	in := budgetInput(refs, func(int) warmv1.ImageState { return warmv1.ImagePresent })
 	var perImage float64
 	for b.Loop() {
-		_, perImage = nodeWarmBytes(b, plan(in).status)
+		_, perImage = nodeWarmBytes(b, Decide(in).Status)
 	}
 	b.ReportMetric(0, "ns/op")
 	b.ReportMetric(perImage, "B/image")

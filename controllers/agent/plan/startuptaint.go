@@ -1,4 +1,4 @@
-package agent
+package plan
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/internal/truncate"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,15 +29,15 @@ import (
 // cluster's answer, not an empty cache's. Holding such a node until the
 // deadline would only keep it out of service for nothing.
 
-// taintInput is what the planner knows of the node's startup taint.
-type taintInput struct {
-	// key is the taint's key; "" turns the feature off.
-	key string
-	// onNode is set when the Node carries a taint with that key.
-	onNode bool
-	// deadline is when the taint goes whatever the images' state: the
-	// Node's creation plus the agent's --startup-taint-deadline.
-	deadline time.Time
+// TaintInput is what the planner knows of the node's startup taint.
+type TaintInput struct {
+	// Key is the taint's Key; "" turns the feature off.
+	Key string
+	// OnNode is set when the Node carries a taint with that key.
+	OnNode bool
+	// Deadline is when the taint goes whatever the images' state: the
+	// Node's creation plus the agent's --startup-taint-Deadline.
+	Deadline time.Time
 }
 
 // maxNamedWarms bounds the ImageWarms a StartupTaint message names.
@@ -46,34 +47,34 @@ const maxNamedWarms = 3
 // ImageWarms that hold it and are not warm (cold), and sets the
 // StartupTaint condition on conds.
 func (p *planner) startupTaint(conds []metav1.Condition, cold []types.NamespacedName, now metav1.Time) []metav1.Condition {
-	t := p.in.taint
-	if t.key == "" {
+	t := p.in.Taint
+	if t.Key == "" {
 		return conds
 	}
-	prev := meta.FindStatusCondition(p.in.conditions, warmv1.ConditionStartupTaint)
+	prev := meta.FindStatusCondition(p.in.Conditions, warmv1.ConditionStartupTaint)
 	c := metav1.Condition{Type: warmv1.ConditionStartupTaint, Status: metav1.ConditionFalse}
 	switch {
-	case !t.onNode && prev == nil:
+	case !t.OnNode && prev == nil:
 		return conds // never tainted, as far as this agent knows
-	case !t.onNode && prev.Status != metav1.ConditionFalse:
-		c.Reason, c.Message = warmv1.ReasonTaintRemovedElsewhere, fmt.Sprintf("Taint %s was removed by someone else while the agent held it", t.key)
-	case !t.onNode:
+	case !t.OnNode && prev.Status != metav1.ConditionFalse:
+		c.Reason, c.Message = warmv1.ReasonTaintRemovedElsewhere, fmt.Sprintf("Taint %s was removed by someone else while the agent held it", t.Key)
+	case !t.OnNode:
 		c = *prev // removed earlier: keep saying how
-	case len(p.in.desired.holdTaint) == 0:
-		p.out.removeTaint = true
-		c.Reason, c.Message = warmv1.ReasonTaintNotRequested, fmt.Sprintf("No ImageWarm selecting this node asks to hold taint %s; removed", t.key)
+	case len(p.in.Desired.holdTaint) == 0:
+		p.out.RemoveTaint = true
+		c.Reason, c.Message = warmv1.ReasonTaintNotRequested, fmt.Sprintf("No ImageWarm selecting this node asks to hold taint %s; removed", t.Key)
 	case len(cold) == 0:
-		p.out.removeTaint = true
-		c.Reason, c.Message = warmv1.ReasonTaintRemoved, fmt.Sprintf("Every image of the %d ImageWarms holding taint %s is present; removed", len(p.in.desired.holdTaint), t.key)
-		p.event(eventTaintRemoved(t.key))
-	case !p.in.now.Before(t.deadline):
-		p.out.removeTaint = true
-		c.Reason, c.Message = warmv1.ReasonTaintDeadlineExceeded, fmt.Sprintf("Deadline %s passed with %s not warm; taint %s removed", t.deadline.UTC().Format(time.RFC3339), namedWarms(cold), t.key)
-		p.event(eventTaintDeadline(t.key, cold))
+		p.out.RemoveTaint = true
+		c.Reason, c.Message = warmv1.ReasonTaintRemoved, fmt.Sprintf("Every image of the %d ImageWarms holding taint %s is present; removed", len(p.in.Desired.holdTaint), t.Key)
+		p.event(eventTaintRemoved(t.Key))
+	case !p.in.Now.Before(t.Deadline):
+		p.out.RemoveTaint = true
+		c.Reason, c.Message = warmv1.ReasonTaintDeadlineExceeded, fmt.Sprintf("Deadline %s passed with %s not warm; taint %s removed", t.Deadline.UTC().Format(time.RFC3339), namedWarms(cold), t.Key)
+		p.event(eventTaintDeadline(t.Key, cold))
 	default:
 		c.Status, c.Reason = metav1.ConditionTrue, warmv1.ReasonTaintWaiting
-		c.Message = fmt.Sprintf("Holding taint %s, at most until %s, for %s not warm yet", t.key, t.deadline.UTC().Format(time.RFC3339), namedWarms(cold))
-		p.soon(t.deadline.Sub(p.in.now))
+		c.Message = fmt.Sprintf("Holding taint %s, at most until %s, for %s not warm yet", t.Key, t.Deadline.UTC().Format(time.RFC3339), namedWarms(cold))
+		p.soon(t.Deadline.Sub(p.in.Now))
 	}
 	return setCondition(conds, c, now)
 }
@@ -83,22 +84,22 @@ func (p *planner) startupTaint(conds []metav1.Condition, cold []types.Namespaced
 // for). An image that does not parse never warms; the API server's
 // validation keeps such images out, and the deadline frees the node anyway.
 func (p *planner) coldWarms(done map[string]bool) []types.NamespacedName {
-	if !p.in.taint.onNode || len(p.in.desired.holdTaint) == 0 {
+	if !p.in.Taint.OnNode || len(p.in.Desired.holdTaint) == 0 {
 		return nil
 	}
 	cold := map[types.NamespacedName]bool{}
-	for key, w := range p.in.desired.images {
+	for key, w := range p.in.Desired.images {
 		if done[key] {
 			continue
 		}
 		for _, nn := range w.warms {
-			if p.in.desired.holdTaint[nn] {
+			if p.in.Desired.holdTaint[nn] {
 				cold[nn] = true
 			}
 		}
 	}
-	for _, bad := range p.in.desired.invalid {
-		if p.in.desired.holdTaint[bad.warm] {
+	for _, bad := range p.in.Desired.invalid {
+		if p.in.Desired.holdTaint[bad.warm] {
 			cold[bad.warm] = true
 		}
 	}
@@ -124,4 +125,18 @@ func namedWarms(nns []types.NamespacedName) string {
 		s += fmt.Sprintf(" and %d more", more)
 	}
 	return s
+}
+
+// TaintNotRemoved amends a plan whose taint removal the API server
+// refused: the removal's events are dropped (nothing was removed) and the
+// StartupTaint condition says the removal failed. The next pass decides
+// again.
+func (o *Output) TaintNotRemoved(key string, err error, now time.Time) {
+	o.Events = slices.DeleteFunc(o.Events, func(e Event) bool {
+		return e.Reason == warmv1.ReasonStartupTaintRemoved || e.Reason == warmv1.ReasonStartupTaintDeadline
+	})
+	o.Status.Conditions = setCondition(o.Status.Conditions, metav1.Condition{
+		Type: warmv1.ConditionStartupTaint, Status: metav1.ConditionTrue, Reason: warmv1.ReasonTaintRemoveFailed,
+		Message: truncate.String(fmt.Sprintf("Removing taint %s failed: %v", key, err), warmv1.MaxMessageLength),
+	}, metav1.NewTime(now))
 }

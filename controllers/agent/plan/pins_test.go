@@ -1,4 +1,4 @@
-package agent
+package plan
 
 import (
 	"slices"
@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
-	"github.com/warmer-dev/warmer/pkg/pullengine"
+	"github.com/warmer-dev/warmer/pkg/pullengine/pull"
 )
 
 // pinnedListing is the runtime's list with keys reported pinned.
@@ -48,27 +48,27 @@ func TestPlanPins(t *testing.T) {
 
 	for _, c := range []struct {
 		name         string
-		in           func() planInput
+		in           func() Input
 		pins, unpins []string
 		// status is each image's pinned flag in the NodeWarm.
 		status map[string]bool
 		reason string // the Pinning condition's
 	}{{
 		name:   "present and asked: pinned",
-		in:     func() planInput { in := input(pinned); in.runtime = listed(imgA); return in },
+		in:     func() Input { in := input(pinned); in.Runtime = listed(imgA); return in },
 		pins:   []string{imgA},
 		status: map[string]bool{imgA: true},
 		reason: warmv1.ReasonPinned,
 	}, {
 		name:   "missing: nothing to pin until it arrives",
-		in:     func() planInput { return input(pinned) },
+		in:     func() Input { return input(pinned) },
 		status: map[string]bool{imgA: false},
 		reason: warmv1.ReasonNothingToPin,
 	}, {
 		name: "just pulled, not listed yet: pinned, the name exists",
-		in: func() planInput {
+		in: func() Input {
 			in := input(pinned)
-			in.results = []pullengine.Result{pulled(imgA, t0)}
+			in.Results = []pull.Result{pulled(imgA, t0)}
 			return in
 		},
 		pins:   []string{imgA},
@@ -76,45 +76,45 @@ func TestPlanPins(t *testing.T) {
 		reason: warmv1.ReasonPinned,
 	}, {
 		name: "already pinned by warmer: nothing to do",
-		in: func() planInput {
+		in: func() Input {
 			in := input(pinned)
-			in.runtime, in.pins.mine = pinnedListing(listed(imgA), imgA), mine(imgA)
+			in.Runtime, in.Pins.Mine = pinnedListing(listed(imgA), imgA), mine(imgA)
 			return in
 		},
 		status: map[string]bool{imgA: true},
 		reason: warmv1.ReasonPinned,
 	}, {
 		name: "marked by warmer, the runtime's list not caught up: not pinned twice",
-		in: func() planInput {
+		in: func() Input {
 			in := input(pinned)
-			in.runtime, in.pins.mine = listed(imgA), mine(imgA)
+			in.Runtime, in.Pins.Mine = listed(imgA), mine(imgA)
 			return in
 		},
 		status: map[string]bool{imgA: true},
 		reason: warmv1.ReasonPinned,
 	}, {
 		name: "pinned by someone else: left alone, reported pinned",
-		in: func() planInput {
+		in: func() Input {
 			in := input(pinned)
-			in.runtime = pinnedListing(listed(imgA), imgA)
+			in.Runtime = pinnedListing(listed(imgA), imgA)
 			return in
 		},
 		status: map[string]bool{imgA: true},
 		reason: warmv1.ReasonPinned,
 	}, {
 		name: "someone else's pin on an image no Pinned ImageWarm wants: never unpinned",
-		in: func() planInput {
+		in: func() Input {
 			in := input(plain)
-			in.runtime = pinnedListing(listed(imgA, imgB), imgA)
+			in.Runtime = pinnedListing(listed(imgA, imgB), imgA)
 			return in
 		},
 		status: map[string]bool{imgA: true, imgB: false},
 		reason: warmv1.ReasonNothingToPin,
 	}, {
 		name: "the last Pinned ImageWarm switched to Unpinned: unpinned",
-		in: func() planInput {
+		in: func() Input {
 			in := input(plain)
-			in.runtime, in.pins.mine = pinnedListing(listed(imgA, imgB), imgA), mine(imgA)
+			in.Runtime, in.Pins.Mine = pinnedListing(listed(imgA, imgB), imgA), mine(imgA)
 			return in
 		},
 		unpins: []string{imgA},
@@ -122,9 +122,9 @@ func TestPlanPins(t *testing.T) {
 		reason: warmv1.ReasonNothingToPin,
 	}, {
 		name: "the last ImageWarm wanting it is gone: unpinned",
-		in: func() planInput {
+		in: func() Input {
 			in := input(warm("ns", "other", nil, imgB))
-			in.runtime, in.pins.mine = pinnedListing(listed(imgA, imgB), imgA), mine(imgA)
+			in.Runtime, in.Pins.Mine = pinnedListing(listed(imgA, imgB), imgA), mine(imgA)
 			return in
 		},
 		unpins: []string{imgA},
@@ -132,36 +132,36 @@ func TestPlanPins(t *testing.T) {
 		reason: warmv1.ReasonNothingToPin,
 	}, {
 		name: "a Pinned ImageWarm still wants it beside an Unpinned one: kept",
-		in: func() planInput {
+		in: func() Input {
 			in := input(pinned, plain)
-			in.runtime, in.pins.mine = pinnedListing(listed(imgA, imgB), imgA), mine(imgA)
+			in.Runtime, in.Pins.Mine = pinnedListing(listed(imgA, imgB), imgA), mine(imgA)
 			return in
 		},
 		status: map[string]bool{imgA: true, imgB: false},
 		reason: warmv1.ReasonPinned,
 	}, {
 		name: "suspended: the pin stays",
-		in: func() planInput {
+		in: func() Input {
 			in := input(paused)
-			in.runtime, in.pins.mine = pinnedListing(listed(imgA), imgA), mine(imgA)
+			in.Runtime, in.Pins.Mine = pinnedListing(listed(imgA), imgA), mine(imgA)
 			return in
 		},
 		status: map[string]bool{imgA: true},
 		reason: warmv1.ReasonPinned,
 	}, {
 		name: "the runtime cannot pin: warmed, not pinned, and the condition says why",
-		in: func() planInput {
+		in: func() Input {
 			in := input(pinned)
-			in.runtime, in.pins.unable = listed(imgA), "runtime cri-o 1.31 is not containerd"
+			in.Runtime, in.Pins.Unable = listed(imgA), "runtime cri-o 1.31 is not containerd"
 			return in
 		},
 		status: map[string]bool{imgA: false},
 		reason: warmv1.ReasonRuntimeCannotPin,
 	}, {
 		name: "the last pin failed: tried again, and the condition says so",
-		in: func() planInput {
+		in: func() Input {
 			in := input(pinned)
-			in.runtime, in.pins.problem = listed(imgA), "pinning "+imgA+": images.Update: unavailable"
+			in.Runtime, in.Pins.Problem = listed(imgA), "pinning "+imgA+": images.Update: unavailable"
 			return in
 		},
 		pins:   []string{imgA},
@@ -169,12 +169,12 @@ func TestPlanPins(t *testing.T) {
 		reason: warmv1.ReasonPinFailed,
 	}} {
 		t.Run(c.name, func(t *testing.T) {
-			out := plan(c.in())
-			if !slices.Equal(out.pins, c.pins) || !slices.Equal(out.unpins, c.unpins) {
-				t.Errorf("pins %v, unpins %v; want %v, %v", out.pins, out.unpins, c.pins, c.unpins)
+			out := Decide(c.in())
+			if !slices.Equal(out.Pins, c.pins) || !slices.Equal(out.Unpins, c.unpins) {
+				t.Errorf("pins %v, unpins %v; want %v, %v", out.Pins, out.Unpins, c.pins, c.unpins)
 			}
 			got := map[string]bool{}
-			for _, img := range out.status.Images {
+			for _, img := range out.Status.Images {
 				got[img.Image] = img.Pinned
 			}
 			if len(got) != len(c.status) {
@@ -185,7 +185,7 @@ func TestPlanPins(t *testing.T) {
 					t.Errorf("%s pinned %v in the status, want %v", k, got[k], want)
 				}
 			}
-			cond := meta.FindStatusCondition(out.status.Conditions, warmv1.ConditionPinning)
+			cond := meta.FindStatusCondition(out.Status.Conditions, warmv1.ConditionPinning)
 			if cond == nil || cond.Reason != c.reason {
 				t.Fatalf("Pinning condition %+v, want reason %s", cond, c.reason)
 			}
@@ -205,82 +205,82 @@ func TestPlanPins(t *testing.T) {
 // soon after arrival wait out a doubling window from the last arrival,
 // with a reason that says the disk is too small for what is asked.
 func TestPlanEvictionBackOff(t *testing.T) {
-	b := backOffPolicy{initial: 10 * time.Second, max: 40 * time.Second}
+	b := BackOff{Initial: 10 * time.Second, Max: 40 * time.Second}
 	iw := warm("ns", "one", nil, imgA)
-	pass := func(now time.Time, state agentState, present bool) planOutput {
+	pass := func(now time.Time, state State, present bool) Output {
 		in := input(iw)
-		in.now, in.listedAt, in.state, in.evictionBackOff = now, now.Add(-time.Millisecond), state, b
+		in.Now, in.ListedAt, in.State, in.EvictionBackOff = now, now.Add(-time.Millisecond), state, b
 		if present {
-			in.runtime = listed(imgA)
+			in.Runtime = listed(imgA)
 		}
-		return plan(in)
+		return Decide(in)
 	}
-	wantPull := func(t *testing.T, out planOutput, want bool) {
+	wantPull := func(t *testing.T, out Output, want bool) {
 		t.Helper()
-		if got := len(out.pulls) == 1; got != want {
-			t.Errorf("pull asked %v, want %v (status %+v)", got, want, out.status.Images[0])
+		if got := len(out.Pulls) == 1; got != want {
+			t.Errorf("pull asked %v, want %v (status %+v)", got, want, out.Status.Images[0])
 		}
 	}
 
 	// Arrived long ago, then removed: pulled again at once.
-	out := pass(t0, agentState{}, true)
+	out := pass(t0, State{}, true)
 	now := t0.Add(time.Hour)
-	out = pass(now, out.state, false)
+	out = pass(now, out.State, false)
 	wantPull(t, out, true)
-	if got := eventNames(out.events); !slices.Equal(got, []string{warmv1.ReasonEvicted + " " + imgA}) {
+	if got := eventNames(out.Events); !slices.Equal(got, []string{warmv1.ReasonEvicted + " " + imgA}) {
 		t.Fatalf("events %q, want Evicted", got)
 	}
 
 	// Back 2 s later, removed again 3 s after that: a repeat within the
 	// window of the first eviction, so it waits 20 s from its arrival.
 	arrived := now.Add(2 * time.Second)
-	out = pass(arrived, out.state, true)
-	out = pass(arrived.Add(3*time.Second), out.state, false)
+	out = pass(arrived, out.State, true)
+	out = pass(arrived.Add(3*time.Second), out.State, false)
 	wantPull(t, out, false)
-	img := out.status.Images[0]
+	img := out.Status.Images[0]
 	if img.State != warmv1.ImageBackOff || img.Reason != warmv1.ReasonEvictedRepeatedly || !strings.Contains(img.Message, "too small") {
 		t.Errorf("status %+v, want BackOff, EvictedRepeatedly, and a message naming the disk", img)
 	}
-	if out.next != 17*time.Second {
-		t.Errorf("next pass in %v, want 17s (when the window ends)", out.next)
+	if out.Next != 17*time.Second {
+		t.Errorf("next pass in %v, want 17s (when the window ends)", out.Next)
 	}
-	if e := out.events; len(e) != 1 || !strings.Contains(e[0].note, "2 time(s) in a row") {
+	if e := out.Events; len(e) != 1 || !strings.Contains(e[0].Note, "2 time(s) in a row") {
 		t.Errorf("events %+v, want one Evicted counting 2 evictions", e)
 	}
 	// Still within the window: no pull, no new event.
-	out = pass(arrived.Add(19*time.Second), out.state, false)
+	out = pass(arrived.Add(19*time.Second), out.State, false)
 	wantPull(t, out, false)
-	if len(out.events) != 0 {
-		t.Errorf("events %v while waiting, want none", eventNames(out.events))
+	if len(out.Events) != 0 {
+		t.Errorf("events %v while waiting, want none", eventNames(out.Events))
 	}
 	// The window over: pulled again.
-	out = pass(arrived.Add(20*time.Second), out.state, false)
+	out = pass(arrived.Add(20*time.Second), out.State, false)
 	wantPull(t, out, true)
 	// Back again: present, and still saying it was removed twice, so the
 	// NodeWarm keeps the record after the pull's progress went unwritten.
 	back := arrived.Add(21 * time.Second)
 	in := input(iw)
-	in.now, in.listedAt, in.state, in.evictionBackOff, in.runtime, in.resync = back, back.Add(-time.Millisecond), out.state, b, listed(imgA), time.Hour
-	out = plan(in)
-	if img := out.status.Images[0]; img.State != warmv1.ImagePresent || img.Reason != warmv1.ReasonEvictedRepeatedly ||
+	in.Now, in.ListedAt, in.State, in.EvictionBackOff, in.Runtime, in.Resync = back, back.Add(-time.Millisecond), out.State, b, listed(imgA), time.Hour
+	out = Decide(in)
+	if img := out.Status.Images[0]; img.State != warmv1.ImagePresent || img.Reason != warmv1.ReasonEvictedRepeatedly ||
 		!strings.Contains(img.Message, "2 time(s) in a row") {
 		t.Errorf("status %+v, want Present, EvictedRepeatedly, counting 2", img)
 	}
-	if out.next != 2*b.max {
-		t.Errorf("next pass in %v, want %v (when the record ends)", out.next, 2*b.max)
+	if out.Next != 2*b.Max {
+		t.Errorf("next pass in %v, want %v (when the record ends)", out.Next, 2*b.Max)
 	}
 	// Stayed long enough: the record ends.
-	out = pass(back.Add(2*b.max), out.state, true)
-	if img := out.status.Images[0]; img.State != warmv1.ImagePresent || img.Reason != "" || img.Message != "" {
+	out = pass(back.Add(2*b.Max), out.State, true)
+	if img := out.Status.Images[0]; img.State != warmv1.ImagePresent || img.Reason != "" || img.Message != "" {
 		t.Errorf("status %+v after a long stay, want Present with no reason", img)
 	}
 
 	// The window stops doubling at the maximum.
-	if got := b.after(5); got != b.max {
-		t.Errorf("window after 5 evictions %v, want the maximum %v", got, b.max)
+	if got := b.after(5); got != b.Max {
+		t.Errorf("window after 5 evictions %v, want the maximum %v", got, b.Max)
 	}
 	// With no back-off configured, nothing is held.
-	if got := (backOffPolicy{}).after(3); got != 0 {
+	if got := (BackOff{}).after(3); got != 0 {
 		t.Errorf("zero policy holds %v", got)
 	}
 }

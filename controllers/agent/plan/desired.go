@@ -1,4 +1,4 @@
-package agent
+package plan
 
 import (
 	"cmp"
@@ -55,8 +55,8 @@ type invalidImage struct {
 	err   error
 }
 
-// desiredSet is what this node must hold.
-type desiredSet struct {
+// Desired is what this node must hold.
+type Desired struct {
 	images  map[string]*wantedImage // by normalised reference
 	invalid []invalidImage
 	warms   []warmv1.WarmRef
@@ -70,15 +70,15 @@ type desiredSet struct {
 // desiredImages computes the images the ImageWarms ask of the named node
 // with the given labels. ImageWarms being deleted, and ones whose selector
 // does not parse, are left out; the latter also go to badSelector.
-func desiredImages(nodeName string, nodeLabels map[string]string, warms []warmv1.ImageWarm) (desiredSet, []types.NamespacedName) {
-	return (&parseMemo{}).desiredImages(nodeName, nodeLabels, warms)
+func desiredImages(nodeName string, nodeLabels map[string]string, warms []warmv1.ImageWarm) (Desired, []types.NamespacedName) {
+	return (&Memo{}).Desired(nodeName, nodeLabels, warms)
 }
 
-// parseMemo keeps each ImageWarm's selector and image references parsed,
+// Memo keeps each ImageWarm's selector and image references parsed,
 // per generation: the spec of most ImageWarms does not change from one
 // pass to the next, and parsing references is most of a pass's work
 // (BenchmarkDesired1000). It is used by one reconciler at a time.
-type parseMemo struct {
+type Memo struct {
 	warms map[types.NamespacedName]*parsedWarm
 	pass  uint64
 }
@@ -105,14 +105,14 @@ type parsedImage struct {
 	image string
 }
 
-// desiredImages is the package function's work, reusing what earlier
+// Desired is the package function's work, reusing what earlier
 // passes parsed, and forgetting ImageWarms this pass did not see.
-func (m *parseMemo) desiredImages(nodeName string, nodeLabels map[string]string, warms []warmv1.ImageWarm) (desiredSet, []types.NamespacedName) {
+func (m *Memo) Desired(nodeName string, nodeLabels map[string]string, warms []warmv1.ImageWarm) (Desired, []types.NamespacedName) {
 	if m.warms == nil {
 		m.warms = map[types.NamespacedName]*parsedWarm{}
 	}
 	m.pass++
-	set := desiredSet{images: map[string]*wantedImage{}, objects: map[types.NamespacedName]*warmv1.ImageWarm{},
+	set := Desired{images: map[string]*wantedImage{}, objects: map[types.NamespacedName]*warmv1.ImageWarm{},
 		holdTaint: map[types.NamespacedName]bool{}}
 	var badSelector []types.NamespacedName
 	ls := labels.Set(nodeLabels)
@@ -151,7 +151,7 @@ func (m *parseMemo) desiredImages(nodeName string, nodeLabels map[string]string,
 
 // parsed returns iw's parsed spec, parsing it when its generation, its
 // resolved images (by hash) or the object (by UID) is new.
-func (m *parseMemo) parsed(nn types.NamespacedName, iw *warmv1.ImageWarm) *parsedWarm {
+func (m *Memo) parsed(nn types.NamespacedName, iw *warmv1.ImageWarm) *parsedWarm {
 	pw, ok := m.warms[nn]
 	// Generation 0 means the server did not set one (tests build objects
 	// by hand): such specs are parsed every time.
@@ -206,7 +206,7 @@ func (pw *parsedWarm) parseRefs(nn types.NamespacedName, iw *warmv1.ImageWarm) {
 
 // add merges one matching ImageWarm's images into the set; admitted says
 // whether its rollout lets this node pull.
-func (s *desiredSet) add(iw *warmv1.ImageWarm, nn types.NamespacedName, pw *parsedWarm, admitted bool) {
+func (s *Desired) add(iw *warmv1.ImageWarm, nn types.NamespacedName, pw *parsedWarm, admitted bool) {
 	s.invalid = append(s.invalid, pw.invalid...)
 	for _, pi := range pw.images {
 		w, ok := s.images[pi.key]
@@ -250,7 +250,7 @@ func (w *wantedImage) merge(iw *warmv1.ImageWarm, nn types.NamespacedName, admit
 	}
 }
 
-func (s *desiredSet) sortLists() {
+func (s *Desired) sortLists() {
 	for _, w := range s.images {
 		slices.SortFunc(w.warms, nnCompare)
 	}
@@ -264,8 +264,8 @@ func nnCompare(a, b types.NamespacedName) int {
 	return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
 }
 
-// sortedKeys returns the set's normalised references in order.
-func (s *desiredSet) sortedKeys() []string {
+// Keys returns the set's normalised references in order.
+func (s *Desired) Keys() []string {
 	keys := make([]string, 0, len(s.images))
 	for k := range s.images {
 		keys = append(keys, k)

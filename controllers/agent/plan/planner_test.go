@@ -1,4 +1,4 @@
-package agent
+package plan
 
 import (
 	"fmt"
@@ -14,7 +14,7 @@ import (
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/pkg/imageref"
-	"github.com/warmer-dev/warmer/pkg/pullengine"
+	"github.com/warmer-dev/warmer/pkg/pullengine/pull"
 )
 
 // The planner's decisions, one input per case. Images are named fully so
@@ -27,9 +27,9 @@ const (
 var t0 = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 
 // runtimeImages is the runtime's image list, by normalised reference.
-type runtimeImages map[string]pullengine.PresentImage
+type runtimeImages map[string]pull.PresentImage
 
-func (r runtimeImages) Lookup(ref imageref.Reference) (pullengine.PresentImage, bool) {
+func (r runtimeImages) Lookup(ref imageref.Reference) (pull.PresentImage, bool) {
 	pi, ok := r[ref.String()]
 	return pi, ok
 }
@@ -40,48 +40,48 @@ var testDigest = "sha256:" + strings.Repeat("d", 64)
 func listed(keys ...string) runtimeImages {
 	r := runtimeImages{}
 	for _, k := range keys {
-		r[k] = pullengine.PresentImage{ID: "sha256:id-" + k, RepoDigest: k + "@" + testDigest, Size: 1 << 20}
+		r[k] = pull.PresentImage{ID: "sha256:id-" + k, RepoDigest: k + "@" + testDigest, Size: 1 << 20}
 	}
 	return r
 }
 
 // input makes a pass's input for a node wanting the ImageWarms' images,
 // with the pass at t0 and the runtime listed just before.
-func input(warms ...warmv1.ImageWarm) planInput {
+func input(warms ...warmv1.ImageWarm) Input {
 	d, _ := desiredImages("", nil, warms)
-	return planInput{
-		now: t0, listedAt: t0.Add(-time.Millisecond), desired: d, runtime: runtimeImages{},
-		engine: map[string]pullengine.Status{}, resync: time.Minute,
-		disk: pullengine.DiskUsage{Known: true, Mountpoint: "/var/lib/containerd", Percent: 40, ThresholdPercent: 80},
+	return Input{
+		Now: t0, ListedAt: t0.Add(-time.Millisecond), Desired: d, Runtime: runtimeImages{},
+		Engine: map[string]pull.Status{}, Resync: time.Minute,
+		Disk: pull.DiskUsage{Known: true, Mountpoint: "/var/lib/containerd", Percent: 40, ThresholdPercent: 80},
 	}
 }
 
-func pulled(key string, finished time.Time) pullengine.Result {
-	return pullengine.Result{Image: key, Ref: key, ImageRef: "sha256:id-" + key, Size: 1 << 20, Duration: time.Second, Attempts: 1, Finished: finished}
+func pulled(key string, finished time.Time) pull.Result {
+	return pull.Result{Image: key, Ref: key, ImageRef: "sha256:id-" + key, Size: 1 << 20, Duration: time.Second, Attempts: 1, Finished: finished}
 }
 
-func failedPull(key string, class pullengine.Class, finished time.Time) pullengine.Result {
-	return pullengine.Result{Image: key, Ref: key, Class: class, Message: "registry said no", Attempts: 1,
+func failedPull(key string, class pull.Class, finished time.Time) pull.Result {
+	return pull.Result{Image: key, Ref: key, Class: class, Message: "registry said no", Attempts: 1,
 		Finished: finished, RetryAt: finished.Add(10 * time.Second)}
 }
 
-func backingOff(res pullengine.Result) pullengine.Status {
-	return pullengine.Status{Image: res.Image, Ref: res.Ref, State: pullengine.StateBackOff, RetryAt: res.RetryAt, Last: &res}
+func backingOff(res pull.Result) pull.Status {
+	return pull.Status{Image: res.Image, Ref: res.Ref, State: pull.StateBackOff, RetryAt: res.RetryAt, Last: &res}
 }
 
-func memory(m imageMemory) agentState {
-	return agentState{images: map[string]imageMemory{imgA: m}}
+func memory(m imageMemory) State {
+	return State{images: map[string]imageMemory{imgA: m}}
 }
 
 // planCase is one decision: an input, and what must come out.
 type planCase struct {
 	name  string
-	in    func() planInput
+	in    func() Input
 	pulls []string // images to pull, in order
 	state map[string]warmv1.ImageState
 	// events are "Reason image" for image events, "Reason" for others.
 	events []string
-	check  func(t *testing.T, out planOutput)
+	check  func(t *testing.T, out Output)
 }
 
 func TestPlan(t *testing.T) {
@@ -102,111 +102,111 @@ func TestPlan(t *testing.T) {
 
 	cases := []planCase{{
 		name:  "missing: pulled, queued",
-		in:    func() planInput { return input(one) },
+		in:    func() Input { return input(one) },
 		pulls: []string{imgA},
 		state: map[string]warmv1.ImageState{imgA: warmv1.ImageQueued},
 	}, {
 		name: "credential providers: named in the status, by name only",
-		in: func() planInput {
+		in: func() Input {
 			in := input(one)
-			in.runtime = listed(imgA)
-			in.credentialProviders = []string{"ecr-fake", "acr-fake"}
+			in.Runtime = listed(imgA)
+			in.CredentialProviders = []string{"ecr-fake", "acr-fake"}
 			return in
 		},
 		state: map[string]warmv1.ImageState{imgA: warmv1.ImagePresent},
-		check: func(t *testing.T, out planOutput) {
-			if !slices.Equal(out.status.CredentialProviders, []string{"ecr-fake", "acr-fake"}) {
-				t.Errorf("credentialProviders = %v; want [ecr-fake acr-fake] in the configuration's order", out.status.CredentialProviders)
+		check: func(t *testing.T, out Output) {
+			if !slices.Equal(out.Status.CredentialProviders, []string{"ecr-fake", "acr-fake"}) {
+				t.Errorf("credentialProviders = %v; want [ecr-fake acr-fake] in the configuration's order", out.Status.CredentialProviders)
 			}
 		},
 	}, {
 		name: "present: left alone, and remembered as seen",
-		in: func() planInput {
+		in: func() Input {
 			in := input(one)
-			in.runtime = listed(imgA)
+			in.Runtime = listed(imgA)
 			return in
 		},
 		state: map[string]warmv1.ImageState{imgA: warmv1.ImagePresent},
-		check: func(t *testing.T, out planOutput) {
-			if !out.state.images[imgA].seen {
+		check: func(t *testing.T, out Output) {
+			if !out.State.images[imgA].seen {
 				t.Error("a present image is not remembered as seen")
 			}
 		},
 	}, {
 		name: "evicted: seen before, gone now: an event, and pulled again",
-		in: func() planInput {
+		in: func() Input {
 			in := input(one)
-			in.state = memory(imageMemory{seen: true, state: warmv1.ImagePresent})
+			in.State = memory(imageMemory{seen: true, state: warmv1.ImagePresent})
 			return in
 		},
 		pulls:  []string{imgA},
 		state:  map[string]warmv1.ImageState{imgA: warmv1.ImageQueued},
 		events: []string{"Evicted " + imgA},
-		check: func(t *testing.T, out planOutput) {
-			if out.evictions != 1 {
-				t.Errorf("%d evictions, want 1", out.evictions)
+		check: func(t *testing.T, out Output) {
+			if out.Evictions != 1 {
+				t.Errorf("%d evictions, want 1", out.Evictions)
 			}
 		},
 	}, {
 		name: "refreshed: pullPolicy Always pulls a present image again once the interval has passed",
-		in: func() planInput {
+		in: func() Input {
 			in := input(always)
-			in.runtime = listed(imgA)
-			in.state = memory(imageMemory{seen: true, state: warmv1.ImagePresent, refreshedAt: t0.Add(-61 * time.Minute)})
+			in.Runtime = listed(imgA)
+			in.State = memory(imageMemory{seen: true, state: warmv1.ImagePresent, refreshedAt: t0.Add(-61 * time.Minute)})
 			return in
 		},
 		pulls: []string{imgA},
 		state: map[string]warmv1.ImageState{imgA: warmv1.ImagePresent},
 	}, {
 		name: "not yet due: pullPolicy Always leaves a freshly pulled image alone",
-		in: func() planInput {
+		in: func() Input {
 			in := input(always)
-			in.runtime = listed(imgA)
-			in.state = memory(imageMemory{seen: true, state: warmv1.ImagePresent, refreshedAt: t0.Add(-59 * time.Minute)})
+			in.Runtime = listed(imgA)
+			in.State = memory(imageMemory{seen: true, state: warmv1.ImagePresent, refreshedAt: t0.Add(-59 * time.Minute)})
 			return in
 		},
 		state: map[string]warmv1.ImageState{imgA: warmv1.ImagePresent},
 	}, {
 		name: "failed: an event, a count, back-off with its reason, and the next pass when it ends",
-		in: func() planInput {
+		in: func() Input {
 			in := input(one)
-			res := failedPull(imgA, pullengine.ClassNotFound, t0.Add(-time.Second))
-			in.results = []pullengine.Result{res}
-			in.engine[imgA] = backingOff(res)
-			in.state = memory(imageMemory{state: warmv1.ImagePulling})
+			res := failedPull(imgA, pull.ClassNotFound, t0.Add(-time.Second))
+			in.Results = []pull.Result{res}
+			in.Engine[imgA] = backingOff(res)
+			in.State = memory(imageMemory{state: warmv1.ImagePulling})
 			return in
 		},
 		pulls:  []string{imgA},
 		state:  map[string]warmv1.ImageState{imgA: warmv1.ImageBackOff},
 		events: []string{"Failed " + imgA, "BackOff " + imgA},
-		check: func(t *testing.T, out planOutput) {
-			img := out.status.Images[0]
+		check: func(t *testing.T, out Output) {
+			img := out.Status.Images[0]
 			if img.Reason != "NotFound" || img.Attempts != 1 || !strings.Contains(img.Message, "registry said no") {
 				t.Errorf("status %+v: want reason NotFound, 1 attempt and the message", img)
 			}
-			if out.next != 9*time.Second {
-				t.Errorf("next pass in %v, want 9s (when the back-off ends)", out.next)
+			if out.Next != 9*time.Second {
+				t.Errorf("next pass in %v, want 9s (when the back-off ends)", out.Next)
 			}
 		},
 	}, {
 		name: "backing off: no second BackOff event while it lasts",
-		in: func() planInput {
+		in: func() Input {
 			in := input(one)
-			res := failedPull(imgA, pullengine.ClassNotFound, t0.Add(-5*time.Second))
-			in.engine[imgA] = backingOff(res)
-			in.state = memory(imageMemory{state: warmv1.ImageBackOff, failures: 1, failed: &res, taken: res.Finished})
+			res := failedPull(imgA, pull.ClassNotFound, t0.Add(-5*time.Second))
+			in.Engine[imgA] = backingOff(res)
+			in.State = memory(imageMemory{state: warmv1.ImageBackOff, failures: 1, failed: &res, taken: res.Finished})
 			return in
 		},
 		pulls: []string{imgA},
 		state: map[string]warmv1.ImageState{imgA: warmv1.ImageBackOff},
 	}, {
 		name: "failed but listed: a pull that failed late left the image record; still not present",
-		in: func() planInput {
+		in: func() Input {
 			in := input(one)
-			res := failedPull(imgA, pullengine.ClassErrImagePull, t0.Add(-time.Second))
-			in.results = []pullengine.Result{res}
-			in.engine[imgA] = backingOff(res)
-			in.runtime = listed(imgA)
+			res := failedPull(imgA, pull.ClassErrImagePull, t0.Add(-time.Second))
+			in.Results = []pull.Result{res}
+			in.Engine[imgA] = backingOff(res)
+			in.Runtime = listed(imgA)
 			return in
 		},
 		pulls:  []string{imgA},
@@ -214,11 +214,11 @@ func TestPlan(t *testing.T) {
 		events: []string{"Failed " + imgA, "BackOff " + imgA},
 	}, {
 		name: "failed but listed, the failure not yet reported: not present either",
-		in: func() planInput {
+		in: func() Input {
 			in := input(one)
-			res := failedPull(imgA, pullengine.ClassErrImagePull, t0.Add(-time.Second))
-			in.engine[imgA] = backingOff(res)
-			in.runtime = listed(imgA)
+			res := failedPull(imgA, pull.ClassErrImagePull, t0.Add(-time.Second))
+			in.Engine[imgA] = backingOff(res)
+			in.Runtime = listed(imgA)
 			return in
 		},
 		pulls: []string{imgA},
@@ -227,162 +227,162 @@ func TestPlan(t *testing.T) {
 		events: []string{"BackOff " + imgA},
 	}, {
 		name: "failed, then pulled: present again, attempts cleared",
-		in: func() planInput {
+		in: func() Input {
 			in := input(one)
-			res := failedPull(imgA, pullengine.ClassNotFound, t0.Add(-time.Minute))
-			in.state = memory(imageMemory{state: warmv1.ImageBackOff, failures: 3, failed: &res, taken: res.Finished})
-			in.results = []pullengine.Result{pulled(imgA, t0.Add(-time.Second))}
-			in.runtime = listed(imgA)
+			res := failedPull(imgA, pull.ClassNotFound, t0.Add(-time.Minute))
+			in.State = memory(imageMemory{state: warmv1.ImageBackOff, failures: 3, failed: &res, taken: res.Finished})
+			in.Results = []pull.Result{pulled(imgA, t0.Add(-time.Second))}
+			in.Runtime = listed(imgA)
 			return in
 		},
 		state:  map[string]warmv1.ImageState{imgA: warmv1.ImagePresent},
 		events: []string{warmv1.ReasonWarmed},
-		check: func(t *testing.T, out planOutput) {
-			if m := out.state.images[imgA]; m.failures != 0 || m.failed != nil {
+		check: func(t *testing.T, out Output) {
+			if m := out.State.images[imgA]; m.failures != 0 || m.failed != nil {
 				t.Errorf("memory %+v: want failures cleared", m)
 			}
 		},
 	}, {
 		name: "listed before its first pull returns: pulling, not present",
-		in: func() planInput {
+		in: func() Input {
 			in := input(one)
-			in.engine[imgA] = pullengine.Status{Image: imgA, Ref: imgA, State: pullengine.StatePulling}
-			in.runtime = listed(imgA)
+			in.Engine[imgA] = pull.Status{Image: imgA, Ref: imgA, State: pull.StatePulling}
+			in.Runtime = listed(imgA)
 			return in
 		},
 		pulls: []string{imgA},
 		state: map[string]warmv1.ImageState{imgA: warmv1.ImagePulling},
 	}, {
 		name: "pulled after the listing: present, and not pulled again",
-		in: func() planInput {
+		in: func() Input {
 			in := input(one)
 			res := pulled(imgA, t0)
 			res.Digest = imgA + "@" + testDigest
-			in.engine[imgA] = pullengine.Status{Image: imgA, Ref: imgA, State: pullengine.StatePulled, Last: &res}
+			in.Engine[imgA] = pull.Status{Image: imgA, Ref: imgA, State: pull.StatePulled, Last: &res}
 			return in
 		},
 		state: map[string]warmv1.ImageState{imgA: warmv1.ImagePresent},
-		check: func(t *testing.T, out planOutput) {
-			if img := out.status.Images[0]; img.Digest != testDigest || img.LastTransitionTime != nil {
+		check: func(t *testing.T, out Output) {
+			if img := out.Status.Images[0]; img.Digest != testDigest || img.LastTransitionTime != nil {
 				t.Errorf("entry %+v: want the pull's digest, and no transition time", img)
 			}
 		},
 	}, {
 		name: "bad secret: reported once per problem",
-		in: func() planInput {
+		in: func() Input {
 			in := input(private)
-			in.secrets = map[types.NamespacedName]string{regcred: `pull secret "regcred" not found in namespace "ns"`}
+			in.Secrets = map[types.NamespacedName]string{regcred: `pull secret "regcred" not found in namespace "ns"`}
 			return in
 		},
 		pulls:  []string{imgA},
 		state:  map[string]warmv1.ImageState{imgA: warmv1.ImageQueued},
 		events: []string{"InvalidPullSecret"},
-		check: func(t *testing.T, out planOutput) {
+		check: func(t *testing.T, out Output) {
 			in := input(private)
-			in.secrets = map[types.NamespacedName]string{regcred: `pull secret "regcred" not found in namespace "ns"`}
-			in.state = out.state
-			if again := plan(in); len(again.events) != 0 {
-				t.Errorf("the same problem reported again: %v", eventNames(again.events))
+			in.Secrets = map[types.NamespacedName]string{regcred: `pull secret "regcred" not found in namespace "ns"`}
+			in.State = out.State
+			if again := Decide(in); len(again.Events) != 0 {
+				t.Errorf("the same problem reported again: %v", eventNames(again.Events))
 			}
-			in.secrets = map[types.NamespacedName]string{regcred: ""}
-			fixed := plan(in)
-			in.state = fixed.state
-			in.secrets = map[types.NamespacedName]string{regcred: "broken again"}
-			if again := plan(in); len(again.events) != 1 {
-				t.Errorf("a new problem after a fix: %v, want one event", eventNames(again.events))
+			in.Secrets = map[types.NamespacedName]string{regcred: ""}
+			fixed := Decide(in)
+			in.State = fixed.State
+			in.Secrets = map[types.NamespacedName]string{regcred: "broken again"}
+			if again := Decide(in); len(again.Events) != 1 {
+				t.Errorf("a new problem after a fix: %v, want one event", eventNames(again.Events))
 			}
 		},
 	}, {
 		name: "disk full: no new pull, failed with the reason; a running pull goes on",
-		in: func() planInput {
+		in: func() Input {
 			in := input(two)
-			in.disk = pullengine.DiskUsage{Known: true, Pressure: true, Mountpoint: "/var/lib/containerd", Percent: 95, ThresholdPercent: 80}
-			in.engine[imgB] = pullengine.Status{Image: imgB, Ref: imgB, State: pullengine.StatePulling}
+			in.Disk = pull.DiskUsage{Known: true, Pressure: true, Mountpoint: "/var/lib/containerd", Percent: 95, ThresholdPercent: 80}
+			in.Engine[imgB] = pull.Status{Image: imgB, Ref: imgB, State: pull.StatePulling}
 			return in
 		},
 		pulls: []string{imgB},
 		state: map[string]warmv1.ImageState{imgA: warmv1.ImageFailed, imgB: warmv1.ImagePulling},
-		check: func(t *testing.T, out planOutput) {
-			if img := out.status.Images[0]; img.Reason != "DiskPressure" || !strings.Contains(img.Message, "95% full") {
+		check: func(t *testing.T, out Output) {
+			if img := out.Status.Images[0]; img.Reason != "DiskPressure" || !strings.Contains(img.Message, "95% full") {
 				t.Errorf("status %+v: want DiskPressure and the level", img)
 			}
-			if out.next != diskRetry {
-				t.Errorf("next pass in %v, want %v", out.next, diskRetry)
+			if out.Next != diskRetry {
+				t.Errorf("next pass in %v, want %v", out.Next, diskRetry)
 			}
 		},
 	}, {
 		name: "cancelled: nothing to tell",
-		in: func() planInput {
+		in: func() Input {
 			in := input(one)
-			in.results = []pullengine.Result{{Image: imgA, Ref: imgA, Class: pullengine.ClassCanceled, Finished: t0}}
+			in.Results = []pull.Result{{Image: imgA, Ref: imgA, Class: pull.ClassCanceled, Finished: t0}}
 			return in
 		},
 		pulls: []string{imgA},
 		state: map[string]warmv1.ImageState{imgA: warmv1.ImageQueued},
 	}, {
 		name: "unwanted: forgotten, not pulled, its results dropped",
-		in: func() planInput {
+		in: func() Input {
 			in := input()
-			in.state = memory(imageMemory{seen: true, state: warmv1.ImagePresent})
-			in.results = []pullengine.Result{failedPull(imgA, pullengine.ClassNotFound, t0)}
+			in.State = memory(imageMemory{seen: true, state: warmv1.ImagePresent})
+			in.Results = []pull.Result{failedPull(imgA, pull.ClassNotFound, t0)}
 			return in
 		},
-		check: func(t *testing.T, out planOutput) {
-			if len(out.state.images) != 0 || len(out.status.Images) != 0 {
+		check: func(t *testing.T, out Output) {
+			if len(out.State.images) != 0 || len(out.Status.Images) != 0 {
 				t.Errorf("an unwanted image is still remembered or reported")
 			}
 		},
 	}, {
 		name:  "rollout: not admitted yet, not pulled, queued with WaitingForRollout",
-		in:    func() planInput { return input(waiting) },
+		in:    func() Input { return input(waiting) },
 		state: map[string]warmv1.ImageState{imgA: warmv1.ImageQueued, imgB: warmv1.ImageQueued},
 		check: reasonOf(imgA, warmv1.ReasonWaitingForRollout),
 	}, {
 		name:  "rollout: admitted, pulled",
-		in:    func() planInput { return input(admitted) },
+		in:    func() Input { return input(admitted) },
 		pulls: []string{imgA},
 		state: map[string]warmv1.ImageState{imgA: warmv1.ImageQueued},
 		check: reasonOf(imgA, ""),
 	}, {
 		name:  "rollout: a bound for an older spec does not admit",
-		in:    func() planInput { return input(stale) },
+		in:    func() Input { return input(stale) },
 		state: map[string]warmv1.ImageState{imgA: warmv1.ImageQueued},
 		check: reasonOf(imgA, warmv1.ReasonWaitingForRollout),
 	}, {
 		name:  "rollout: one ImageWarm that admits the node is enough; the other image waits",
-		in:    func() planInput { return input(waiting, admitted) },
+		in:    func() Input { return input(waiting, admitted) },
 		pulls: []string{imgA},
 		state: map[string]warmv1.ImageState{imgA: warmv1.ImageQueued, imgB: warmv1.ImageQueued},
 		check: reasonOf(imgB, warmv1.ReasonWaitingForRollout),
 	}, {
 		name: "rollout: a present image stays present while the node waits",
-		in: func() planInput {
+		in: func() Input {
 			in := input(waiting)
-			in.runtime = listed(imgA)
+			in.Runtime = listed(imgA)
 			return in
 		},
 		state: map[string]warmv1.ImageState{imgA: warmv1.ImagePresent, imgB: warmv1.ImageQueued},
 	}, {
 		name: "rollout: a pull under way when a new rollout starts goes on",
-		in: func() planInput {
+		in: func() Input {
 			in := input(waiting)
-			in.engine[imgA] = pullengine.Status{Image: imgA, Ref: imgA, State: pullengine.StatePulling}
+			in.Engine[imgA] = pull.Status{Image: imgA, Ref: imgA, State: pull.StatePulling}
 			return in
 		},
 		pulls: []string{imgA},
 		state: map[string]warmv1.ImageState{imgA: warmv1.ImagePulling, imgB: warmv1.ImageQueued},
 	}, {
 		name:  "suspended: skipped, not pulled",
-		in:    func() planInput { return input(paused) },
+		in:    func() Input { return input(paused) },
 		state: map[string]warmv1.ImageState{imgA: warmv1.ImageSkipped},
 	}, {
 		name: "unauthorized with a pull secret: the next pass soon, to try a fixed secret",
-		in: func() planInput {
+		in: func() Input {
 			in := input(private)
-			res := failedPull(imgA, pullengine.ClassUnauthorized, t0)
+			res := failedPull(imgA, pull.ClassUnauthorized, t0)
 			res.RetryAt = t0.Add(5 * time.Minute)
-			in.engine[imgA] = backingOff(res)
-			in.state = memory(imageMemory{state: warmv1.ImageBackOff, failures: 4, failed: &res, taken: t0})
+			in.Engine[imgA] = backingOff(res)
+			in.State = memory(imageMemory{state: warmv1.ImageBackOff, failures: 4, failed: &res, taken: t0})
 			return in
 		},
 		pulls: []string{imgA},
@@ -391,27 +391,27 @@ func TestPlan(t *testing.T) {
 	}}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			out := plan(c.in())
+			out := Decide(c.in())
 			checkPlan(t, c, out)
 		})
 	}
 }
 
-func checkPlan(t *testing.T, c planCase, out planOutput) {
+func checkPlan(t *testing.T, c planCase, out Output) {
 	t.Helper()
 	var pulls []string
-	for _, p := range out.pulls {
-		pulls = append(pulls, p.request.Image)
+	for _, p := range out.Pulls {
+		pulls = append(pulls, p.Image)
 	}
 	if !slices.Equal(pulls, c.pulls) {
 		t.Errorf("pulls %q, want %q", pulls, c.pulls)
 	}
-	for _, img := range out.status.Images {
+	for _, img := range out.Status.Images {
 		if want, ok := c.state[img.Image]; ok && img.State != want {
 			t.Errorf("%s: state %s, want %s", img.Image, img.State, want)
 		}
 	}
-	if got := eventNames(out.events); !slices.Equal(got, c.events) {
+	if got := eventNames(out.Events); !slices.Equal(got, c.events) {
 		t.Errorf("events %q, want %q", got, c.events)
 	}
 	if c.check != nil {
@@ -420,11 +420,11 @@ func checkPlan(t *testing.T, c planCase, out planOutput) {
 }
 
 // eventNames names events as "Reason image" (image events) or "Reason".
-func eventNames(events []agentEvent) []string {
+func eventNames(events []Event) []string {
 	var out []string
 	for _, e := range events {
-		name := e.reason
-		if img, ok := strings.CutPrefix(e.action, ActionPull+" "); ok {
+		name := e.Reason
+		if img, ok := strings.CutPrefix(e.Action, ActionPull+" "); ok {
 			name += " " + img
 		}
 		out = append(out, name)
@@ -443,15 +443,15 @@ func TestPlanWarmedOnce(t *testing.T) {
 	// Pass 1: A's result is in; B's pull has ended in the engine, but its
 	// report is still on its way. Both are listed.
 	in := input(two)
-	in.started = []startedPull{{key: imgA, at: t0.Add(-3 * time.Second)}, {key: imgB, at: t0.Add(-3 * time.Second)}}
-	in.results = []pullengine.Result{resA}
-	in.engine[imgB] = pullengine.Status{Image: imgB, Ref: imgB, State: pullengine.StatePulled, Last: &resB}
-	in.runtime = listed(imgA, imgB)
-	first := plan(in)
-	if got := eventNames(first.events); len(got) != 0 {
+	in.Started = []StartedPull{{Key: imgA, At: t0.Add(-3 * time.Second)}, {Key: imgB, At: t0.Add(-3 * time.Second)}}
+	in.Results = []pull.Result{resA}
+	in.Engine[imgB] = pull.Status{Image: imgB, Ref: imgB, State: pull.StatePulled, Last: &resB}
+	in.Runtime = listed(imgA, imgB)
+	first := Decide(in)
+	if got := eventNames(first.Events); len(got) != 0 {
 		t.Fatalf("pass 1 events %q: Warmed before every result is in", got)
 	}
-	for _, img := range first.status.Images {
+	for _, img := range first.Status.Images {
 		if img.State != warmv1.ImagePresent {
 			t.Errorf("pass 1: %s is %s, want Present", img.Image, img.State)
 		}
@@ -459,21 +459,21 @@ func TestPlanWarmedOnce(t *testing.T) {
 
 	// Pass 2: B's report arrives.
 	in = input(two)
-	in.now = t0.Add(10 * time.Millisecond)
-	in.state = first.state
-	in.results = []pullengine.Result{resB}
-	in.runtime = listed(imgA, imgB)
-	second := plan(in)
-	if got := eventNames(second.events); !slices.Equal(got, []string{warmv1.ReasonWarmed}) {
+	in.Now = t0.Add(10 * time.Millisecond)
+	in.State = first.State
+	in.Results = []pull.Result{resB}
+	in.Runtime = listed(imgA, imgB)
+	second := Decide(in)
+	if got := eventNames(second.Events); !slices.Equal(got, []string{warmv1.ReasonWarmed}) {
 		t.Fatalf("pass 2 events %q, want one Warmed", got)
 	}
-	if note := second.events[0].note; !strings.Contains(note, "pulled 2 (2097152 bytes)") {
+	if note := second.Events[0].Note; !strings.Contains(note, "pulled 2 (2097152 bytes)") {
 		t.Errorf("Warmed says %q, want both pulls counted", note)
 	}
 
 	// Pass 3: nothing new: nothing said.
-	in.state, in.results = second.state, nil
-	if got := eventNames(plan(in).events); len(got) != 0 {
+	in.State, in.Results = second.State, nil
+	if got := eventNames(Decide(in).Events); len(got) != 0 {
 		t.Errorf("pass 3 events %q, want none", got)
 	}
 }
@@ -482,25 +482,25 @@ func TestPlanWarmedOnce(t *testing.T) {
 // began, not when it was last seen.
 func TestPlanTransitionTimes(t *testing.T) {
 	in := input(warm("ns", "one", nil, imgA))
-	first := plan(in)
-	in.state, in.now = first.state, t0.Add(time.Minute)
-	second := plan(in)
-	if got := second.status.Images[0].LastTransitionTime.Time; !got.Equal(t0) {
+	first := Decide(in)
+	in.State, in.Now = first.State, t0.Add(time.Minute)
+	second := Decide(in)
+	if got := second.Status.Images[0].LastTransitionTime.Time; !got.Equal(t0) {
 		t.Errorf("Queued since %v, want %v", got, t0)
 	}
-	in.state, in.now, in.runtime = second.state, t0.Add(2*time.Minute), listed(imgA)
-	third := plan(in)
-	if got := third.state.images[imgA].since.Time; !got.Equal(t0.Add(2*time.Minute)) || third.status.Images[0].LastTransitionTime != nil {
-		t.Errorf("Present since %v, reported %v; want %v, not reported", got, third.status.Images[0].LastTransitionTime, t0.Add(2*time.Minute))
+	in.State, in.Now, in.Runtime = second.State, t0.Add(2*time.Minute), listed(imgA)
+	third := Decide(in)
+	if got := third.State.images[imgA].since.Time; !got.Equal(t0.Add(2*time.Minute)) || third.Status.Images[0].LastTransitionTime != nil {
+		t.Errorf("Present since %v, reported %v; want %v, not reported", got, third.Status.Images[0].LastTransitionTime, t0.Add(2*time.Minute))
 	}
 }
 
 // TestPlanInvalid checks that an image that does not parse is reported
 // failed, beside the others.
 func TestPlanInvalid(t *testing.T) {
-	out := plan(input(warm("ns", "bad", nil, imgA, "Not A Valid:Ref")))
+	out := Decide(input(warm("ns", "bad", nil, imgA, "Not A Valid:Ref")))
 	var reasons []string
-	for _, img := range out.status.Images {
+	for _, img := range out.Status.Images {
 		reasons = append(reasons, fmt.Sprintf("%s %s %s", img.Image, img.State, img.Reason))
 	}
 	want := []string{"Not A Valid:Ref Failed InvalidImageName", imgA + " Queued "}
@@ -517,26 +517,26 @@ func TestPlanSiblingPull(t *testing.T) {
 	in := input(warm("ns", "one", nil, imgA))
 	res := pulled(imgA, t0)
 	res.Attempts = 0
-	in.results = []pullengine.Result{res}
-	in.runtime = listed(imgA)
-	out := plan(in)
-	if got := eventNames(out.events); !slices.Equal(got, []string{warmv1.ReasonWarmed}) {
+	in.Results = []pull.Result{res}
+	in.Runtime = listed(imgA)
+	out := Decide(in)
+	if got := eventNames(out.Events); !slices.Equal(got, []string{warmv1.ReasonWarmed}) {
 		t.Fatalf("events %q, want one Warmed", got)
 	}
-	if note := out.events[0].note; !strings.Contains(note, "pulled 0 (0 bytes)") {
+	if note := out.Events[0].Note; !strings.Contains(note, "pulled 0 (0 bytes)") {
 		t.Errorf("Warmed says %q, want no pull counted", note)
 	}
-	if out.pulls != nil {
-		t.Errorf("pulls %v, want none", out.pulls)
+	if out.Pulls != nil {
+		t.Errorf("pulls %v, want none", out.Pulls)
 	}
 }
 
 // nextPassIn checks that the plan asks for its next pass in d.
-func nextPassIn(d time.Duration) func(*testing.T, planOutput) {
-	return func(t *testing.T, out planOutput) {
+func nextPassIn(d time.Duration) func(*testing.T, Output) {
+	return func(t *testing.T, out Output) {
 		t.Helper()
-		if out.next != d {
-			t.Errorf("next pass in %v, want %v", out.next, d)
+		if out.Next != d {
+			t.Errorf("next pass in %v, want %v", out.Next, d)
 		}
 	}
 }
@@ -556,9 +556,9 @@ func TestPlanTooManyImages(t *testing.T) {
 		warms = append(warms, warm("ns", fmt.Sprintf("w%d", w), nil, imgs...))
 	}
 	in := input(warms...)
-	in.runtime = listed(all...)
-	out := plan(in)
-	st := out.status
+	in.Runtime = listed(all...)
+	out := Decide(in)
+	st := out.Status
 	if len(st.Images) != warmv1.MaxNodeImages || st.Desired != 600 || st.Present != 600 {
 		t.Fatalf("%d listed, desired %d, present %d; want %d listed, 600 desired and present", len(st.Images), st.Desired, st.Present, warmv1.MaxNodeImages)
 	}
@@ -568,8 +568,8 @@ func TestPlanTooManyImages(t *testing.T) {
 	}
 
 	in = input(warms[:5]...)
-	in.runtime, in.state, in.conditions = listed(all...), out.state, st.Conditions
-	st = plan(in).status
+	in.Runtime, in.State, in.Conditions = listed(all...), out.State, st.Conditions
+	st = Decide(in).Status
 	if len(st.Images) != 500 || meta.FindStatusCondition(st.Conditions, warmv1.ConditionImagesListed) != nil {
 		t.Fatalf("%d listed with conditions %+v; want 500 and no ImagesListed", len(st.Images), st.Conditions)
 	}
@@ -585,10 +585,10 @@ func inRollout(iw warmv1.ImageWarm, below int64) warmv1.ImageWarm {
 }
 
 // reasonOf checks the reason an image is reported with.
-func reasonOf(image, reason string) func(*testing.T, planOutput) {
-	return func(t *testing.T, out planOutput) {
+func reasonOf(image, reason string) func(*testing.T, Output) {
+	return func(t *testing.T, out Output) {
 		t.Helper()
-		for _, img := range out.status.Images {
+		for _, img := range out.Status.Images {
 			if img.Image == image && img.Reason != reason {
 				t.Errorf("%s: reason %q, want %q", image, img.Reason, reason)
 			}

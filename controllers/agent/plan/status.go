@@ -1,29 +1,31 @@
-package agent
+package plan
 
 import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
-	"github.com/warmer-dev/warmer/pkg/pullengine"
+	"github.com/warmer-dev/warmer/internal/truncate"
+	"github.com/warmer-dev/warmer/pkg/pullengine/pull"
 )
 
 // The NodeWarm status's pieces, as the planner puts them together.
 
-func engineState(s pullengine.State) warmv1.ImageState {
+func engineState(s pull.State) warmv1.ImageState {
 	switch s {
-	case pullengine.StatePulling:
+	case pull.StatePulling:
 		return warmv1.ImagePulling
-	case pullengine.StateBackOff:
+	case pull.StateBackOff:
 		return warmv1.ImageBackOff
-	case pullengine.StateFailed:
+	case pull.StateFailed:
 		return warmv1.ImageFailed
-	case pullengine.StatePulled:
+	case pull.StatePulled:
 		return warmv1.ImagePresent
 	default:
 		return warmv1.ImageQueued
@@ -156,7 +158,7 @@ func plainByte(r rune) byte {
 	return byte(r)
 }
 
-func imageFilesystem(u pullengine.DiskUsage) *warmv1.ImageFilesystem {
+func imageFilesystem(u pull.DiskUsage) *warmv1.ImageFilesystem {
 	if u.Mountpoint == "" && !u.Known {
 		return nil
 	}
@@ -175,7 +177,7 @@ func runtimeCondition(conds []metav1.Condition, status metav1.ConditionStatus, r
 // diskCondition returns conds with DiskPressure set from the guard's last
 // reading: True above the threshold, False below, Unknown when the level
 // cannot be read (the guard then lets pulls through).
-func diskCondition(conds []metav1.Condition, u pullengine.DiskUsage, now metav1.Time) []metav1.Condition {
+func diskCondition(conds []metav1.Condition, u pull.DiskUsage, now metav1.Time) []metav1.Condition {
 	c := metav1.Condition{Type: warmv1.ConditionDiskPressure, Status: metav1.ConditionUnknown, Reason: warmv1.ReasonLevelUnknown,
 		Message: "The image filesystem's level cannot be read; pulls are not held back"}
 	switch {
@@ -204,7 +206,7 @@ func listedCondition(conds []metav1.Condition, wanted int, now metav1.Time) []me
 }
 
 // diskMessage says why an image waits for space.
-func diskMessage(u pullengine.DiskUsage) string {
+func diskMessage(u pull.DiskUsage) string {
 	return fmt.Sprintf("image filesystem %s is %d%% full, above the %d%% pull threshold; waiting for space",
 		u.Mountpoint, u.Percent, u.ThresholdPercent)
 }
@@ -217,4 +219,13 @@ func setCondition(conds []metav1.Condition, c metav1.Condition, now metav1.Time)
 	c.LastTransitionTime = now
 	meta.SetStatusCondition(&out, c)
 	return out
+}
+
+// RuntimeDown is the status to report while the runtime does not answer:
+// the last report, kept whole, with RuntimeReady False and the cause.
+func RuntimeDown(last warmv1.NodeWarmStatus, cause error, now time.Time) warmv1.NodeWarmStatus {
+	st := *last.DeepCopy()
+	st.Conditions = runtimeCondition(st.Conditions, metav1.ConditionFalse, warmv1.ReasonRuntimeNotAnswering,
+		truncate.String(cause.Error(), warmv1.MaxMessageLength), metav1.NewTime(now))
+	return st
 }

@@ -1,4 +1,4 @@
-package agent
+package plan
 
 import (
 	"strings"
@@ -8,20 +8,20 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
-	"github.com/warmer-dev/warmer/pkg/pullengine"
+	"github.com/warmer-dev/warmer/pkg/pullengine/pull"
 )
 
 func TestDiskCondition(t *testing.T) {
 	runtime := metav1.Condition{Type: warmv1.ConditionRuntimeReady, Status: metav1.ConditionTrue, Reason: "RuntimeAnswering"}
 	tests := []struct {
 		name   string
-		u      pullengine.DiskUsage
+		u      pull.DiskUsage
 		status metav1.ConditionStatus
 		reason string
 	}{
-		{"unknown", pullengine.DiskUsage{}, metav1.ConditionUnknown, "LevelUnknown"},
-		{"below", pullengine.DiskUsage{Known: true, Mountpoint: "/var/lib/containerd", Percent: 40, ThresholdPercent: 80}, metav1.ConditionFalse, "BelowThreshold"},
-		{"above", pullengine.DiskUsage{Known: true, Mountpoint: "/var/lib/containerd", Percent: 90, ThresholdPercent: 80, Pressure: true}, metav1.ConditionTrue, "AboveThreshold"},
+		{"unknown", pull.DiskUsage{}, metav1.ConditionUnknown, "LevelUnknown"},
+		{"below", pull.DiskUsage{Known: true, Mountpoint: "/var/lib/containerd", Percent: 40, ThresholdPercent: 80}, metav1.ConditionFalse, "BelowThreshold"},
+		{"above", pull.DiskUsage{Known: true, Mountpoint: "/var/lib/containerd", Percent: 90, ThresholdPercent: 80, Pressure: true}, metav1.ConditionTrue, "AboveThreshold"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

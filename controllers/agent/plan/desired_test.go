@@ -1,4 +1,4 @@
-package agent
+package plan
 
 import (
 	"fmt"
@@ -7,7 +7,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 )
@@ -45,7 +44,7 @@ func TestDesiredImages(t *testing.T) {
 	if len(bad) != 0 {
 		t.Fatalf("bad selectors: %v", bad)
 	}
-	if got := d.sortedKeys(); fmt.Sprint(got) != "[docker.io/library/nginx:1.27 docker.io/library/redis:7]" {
+	if got := d.Keys(); fmt.Sprint(got) != "[docker.io/library/nginx:1.27 docker.io/library/redis:7]" {
 		t.Fatalf("desired %v", got)
 	}
 	nginx, redis := d.images["docker.io/library/nginx:1.27"], d.images["docker.io/library/redis:7"]
@@ -76,9 +75,9 @@ func TestDesiredResolvedImages(t *testing.T) {
 	// A status left from before imagesFrom was removed is ignored.
 	stale := warm("a", "stale", nil, "redis:7")
 	stale.Status.Resolved = &warmv1.ResolvedImages{Images: []string{"docker.io/library/old:v1"}, Hash: "fedcba9876543210"}
-	var memo parseMemo
-	d, _ := memo.desiredImages("", node, []warmv1.ImageWarm{from, stale})
-	if got := fmt.Sprint(d.sortedKeys()); got != "[docker.io/library/app:v1 docker.io/library/nginx:1.27 docker.io/library/redis:7]" {
+	var memo Memo
+	d, _ := memo.Desired("", node, []warmv1.ImageWarm{from, stale})
+	if got := fmt.Sprint(d.Keys()); got != "[docker.io/library/app:v1 docker.io/library/nginx:1.27 docker.io/library/redis:7]" {
 		t.Fatalf("desired %s", got)
 	}
 	if n := d.images["docker.io/library/nginx:1.27"]; len(n.warms) != 1 {
@@ -89,26 +88,12 @@ func TestDesiredResolvedImages(t *testing.T) {
 	}
 	// The template moved to app:v2: same generation, new status.
 	from.Status.Resolved = &warmv1.ResolvedImages{Images: []string{"docker.io/library/app:v2"}, Hash: "1111111111111111"}
-	d, _ = memo.desiredImages("", node, []warmv1.ImageWarm{from})
-	if got := fmt.Sprint(d.sortedKeys()); got != "[docker.io/library/app:v2 docker.io/library/nginx:1.27]" {
+	d, _ = memo.Desired("", node, []warmv1.ImageWarm{from})
+	if got := fmt.Sprint(d.Keys()); got != "[docker.io/library/app:v2 docker.io/library/nginx:1.27]" {
 		t.Errorf("after the set changed, desired %s", got)
 	}
 	if d.warms[0].Resolved != "1111111111111111" {
 		t.Errorf("after the set changed, echoed %q", d.warms[0].Resolved)
-	}
-}
-
-func TestResolvedChangedPredicate(t *testing.T) {
-	a := &warmv1.ImageWarm{Spec: warmv1.ImageWarmSpec{ImagesFrom: &warmv1.ImagesFrom{}}}
-	b := a.DeepCopy()
-	b.Status.Resolved = &warmv1.ResolvedImages{Hash: "0123456789abcdef"}
-	c := b.DeepCopy()
-	c.Status.Nodes.Ready = 3 // a progress write: no new set
-	if !resolvedChanged.Update(event.UpdateEvent{ObjectOld: a, ObjectNew: b}) {
-		t.Error("a new resolved set did not pass")
-	}
-	if resolvedChanged.Update(event.UpdateEvent{ObjectOld: b, ObjectNew: c}) {
-		t.Error("a progress write passed")
 	}
 }
 
@@ -119,11 +104,11 @@ func TestResolvedChangedPredicate(t *testing.T) {
 // parsed by an earlier pass.
 func BenchmarkDesired1000(b *testing.B) {
 	warms, node := desiredBenchInput()
-	var memo parseMemo
-	memo.desiredImages("", node, warms)
+	var memo Memo
+	memo.Desired("", node, warms)
 	b.ReportAllocs()
 	for b.Loop() {
-		d, _ := memo.desiredImages("", node, warms)
+		d, _ := memo.Desired("", node, warms)
 		if len(d.images) == 0 {
 			b.Fatal("nothing desired")
 		}
