@@ -16,6 +16,7 @@ import (
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/faults"
 )
 
 const ns = "e2e"
@@ -201,7 +202,7 @@ func TestE2E(t *testing.T) {
 	})
 
 	t.Run("deleted mid-pull: queued and running pulls cancelled", func(t *testing.T) {
-		slow := testbed.StartSlowProxy(t, regs.Anon.Host, 1<<20) // 1 MB/s: a 20 MB pull takes 20 s
+		slow := faults.StartSlowProxy(t, regs.Anon.Host, 1<<20) // 1 MB/s: a 20 MB pull takes 20 s
 		var refs []string
 		for i := range 5 {
 			img := regs.Anon.PushRandom(t, fmt.Sprintf("slow/app%d:v1", i), testbed.ImageOptions{LayerSize: 20 * testbed.MB})

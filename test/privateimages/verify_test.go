@@ -23,6 +23,7 @@ import (
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/faults"
 )
 
 const (
@@ -171,7 +172,7 @@ func testAllowlist(t *testing.T, b *bed) {
 // bed is one node with a policy, its registry proxy and a warmed image.
 type bed struct {
 	node  *testbed.RealNode
-	proxy *testbed.FaultProxy
+	proxy *faults.FaultProxy
 }
 
 // warmOnNode starts a node whose kubelet has config over the test bed's,
@@ -182,7 +183,7 @@ type bed struct {
 func warmOnNode(t *testing.T, reg *testbed.Registry, config map[string]any, want string, images ...string) *bed {
 	t.Helper()
 	// The proxy passes everything through; it is here for its request log.
-	proxy := testbed.StartFaultProxy(t, reg.Host)
+	proxy := faults.StartFaultProxy(t, reg.Host)
 	n := testbed.StartNode(t, testbed.NodeOptions{Mirrors: map[string]string{mirrored: proxy.Host}, KubeletConfig: config})
 	b := &bed{node: n, proxy: proxy}
 	b.wantPolicy(t, want)

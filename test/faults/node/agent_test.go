@@ -11,13 +11,14 @@ import (
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/faults"
 )
 
 // TestAgentKilledMidPull SIGKILLs the agent while it pulls, and starts it
 // again: it has no state but what it finds in the runtime and the API.
 func TestAgentKilledMidPull(t *testing.T) {
 	reg := testbed.StartRegistry(t, testbed.RegistryOptions{})
-	slow := testbed.StartSlowProxy(t, reg.Host, 1<<20)
+	slow := faults.StartSlowProxy(t, reg.Host, 1<<20)
 	// Three small images come first and finish before the kill; the four
 	// slow ones (4 s each at 1 MB/s, three at a time) are caught under way.
 	fast := pushSmall(t, reg, "kill/fast", 3, testbed.MB)

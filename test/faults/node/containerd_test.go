@@ -8,6 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/warmer-dev/warmer/test/testbed"
+
+	"github.com/warmer-dev/warmer/test/testbed/faults"
 )
 
 // TestContainerdKilledDuringPulls kills a node's containerd while the agent
@@ -16,7 +18,7 @@ func TestContainerdKilledDuringPulls(t *testing.T) {
 	reg := testbed.StartRegistry(t, testbed.RegistryOptions{})
 	// 1 MB/s per connection: a 4 MB image takes about 4 s, so the kill
 	// finds pulls in flight.
-	slow := testbed.StartSlowProxy(t, reg.Host, 1<<20)
+	slow := faults.StartSlowProxy(t, reg.Host, 1<<20)
 	refs := through(pushSmall(t, reg, "crash/app", 4, 4*testbed.MB), reg, slow)
 	f := startFleet(t, map[string]map[string]string{"node-1": nil}, testbed.FleetOptions{})
 	n := f.Nodes["node-1"]

@@ -12,6 +12,7 @@ import (
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/faults"
 )
 
 // TestLabelFlapAndDeleteMidPull toggles the label that selects a node many
@@ -20,7 +21,7 @@ import (
 // ImageWarms ask for.
 func TestLabelFlapAndDeleteMidPull(t *testing.T) {
 	reg := testbed.StartRegistry(t, testbed.RegistryOptions{})
-	slow := testbed.StartSlowProxy(t, reg.Host, 1<<20)
+	slow := faults.StartSlowProxy(t, reg.Host, 1<<20)
 	small := pushSmall(t, reg, "flap/app", 3, testbed.MB)
 	bulk := through(pushSmall(t, reg, "flap/bulk", 4, 8*testbed.MB), reg, slow)
 	f := startFleet(t, map[string]map[string]string{"node-1": {"pool": "web"}}, testbed.FleetOptions{})
