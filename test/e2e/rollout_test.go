@@ -17,6 +17,7 @@ import (
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/build"
 	"github.com/warmer-dev/warmer/test/testbed/faults"
 )
 
@@ -47,7 +48,7 @@ func TestRolloutWaves(t *testing.T) {
 
 	t.Run("maxPulling 1: one node pulls at a time, in rollout order", func(t *testing.T) {
 		app := reg.PushRandom(t, "waves/app:v1", testbed.ImageOptions{LayerSize: 1 << 20, Layers: 2})
-		iw := testbed.NewWarm(ns, "one-at-a-time", nil, app.Ref)
+		iw := build.ImageWarm(ns, "one-at-a-time", build.Images(app.Ref))
 		one := intstr.FromInt32(1)
 		iw.Spec.Rollout = &warmv1.Rollout{MaxPulling: &one}
 		f.Create(t, iw)
@@ -62,7 +63,7 @@ func TestRolloutWaves(t *testing.T) {
 	})
 
 	t.Run("a canary with a missing tag fails on one node only; a fixed spec warms the fleet", func(t *testing.T) {
-		iw := testbed.NewWarm(ns, "canary", nil, reg.Ref("waves/missing:v1"))
+		iw := build.ImageWarm(ns, "canary", build.Images(reg.Ref("waves/missing:v1")))
 		iw.Spec.Rollout = &warmv1.Rollout{Canary: true}
 		f.Create(t, iw)
 		canary := rolloutOrder(f.ImageWarm(t, ns, iw.Name).UID, nodes)[0]

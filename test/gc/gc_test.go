@@ -42,6 +42,7 @@ import (
 	"github.com/warmer-dev/warmer/controllers/agent"
 	"github.com/warmer-dev/warmer/pkg/criclient"
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/build"
 )
 
 const (
@@ -167,7 +168,7 @@ func startAgent(t *testing.T, node *testbed.RealNode) *testbed.Process {
 }
 
 func newWarm(name string, retention warmv1.Retention, images ...string) *warmv1.ImageWarm {
-	iw := testbed.NewWarm(ns, name, nil, images...)
+	iw := build.ImageWarm(ns, name, build.Images(images...))
 	iw.Spec.Retention = retention
 	return iw
 }

@@ -23,6 +23,7 @@ import (
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/build"
 	"github.com/warmer-dev/warmer/test/testbed/faults"
 )
 
@@ -190,8 +191,8 @@ func warmOnNode(t *testing.T, reg *testbed.Registry, config map[string]any, want
 	for _, ns := range []string{owner, other} {
 		b.namespace(t, ns)
 	}
-	b.create(t, testbed.DockerConfigSecret(owner, secretName, mirrored, reg.Username(), reg.Password()))
-	iw := testbed.NewWarm(owner, "app", nil, images...)
+	b.create(t, build.DockerConfigSecret(owner, secretName, mirrored, reg.Username(), reg.Password()))
+	iw := build.ImageWarm(owner, "app", build.Images(images...))
 	iw.Spec.ImagePullSecrets = []warmv1.SecretReference{{Name: secretName}}
 	b.create(t, iw)
 

@@ -25,6 +25,7 @@ import (
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/build"
 )
 
 const (
@@ -63,10 +64,10 @@ func TestSecrets(t *testing.T) {
 	exitPlugin := regs.Auth.PushRandom(t, "private/exitplugin:v1", small).Ref
 	jsonPlugin := regs.Auth.PushRandom(t, "private/jsonplugin:v1", small).Ref
 	secrets := []*corev1.Secret{
-		testbed.DockerConfigSecret(nsA, "regcred", regs.Auth.Host, user, pass),
-		testbed.DockerConfigSecret(nsA, "badcred", regs.Auth.Host, user, wrong),
+		build.DockerConfigSecret(nsA, "regcred", regs.Auth.Host, user, pass),
+		build.DockerConfigSecret(nsA, "badcred", regs.Auth.Host, user, wrong),
 		legacySecret(nsA, "legacycred", regs.Auth.Host, user, pass),
-		testbed.DockerConfigSecret(nsB, "cross", regs.Auth.Host, user, pass),
+		build.DockerConfigSecret(nsB, "cross", regs.Auth.Host, user, pass),
 	}
 	for _, s := range secrets {
 		f.Create(t, s)
@@ -74,7 +75,7 @@ func TestSecrets(t *testing.T) {
 	f.Create(t, warmWith(nsA, "private", "regcred", private))
 	f.Create(t, warmWith(nsA, "denied", "badcred", denied))
 	f.Create(t, warmWith(nsA, "legacy", "legacycred", legacy))
-	f.Create(t, testbed.NewWarm(nsA, "plugins", nil, viaPlugin, exitPlugin, jsonPlugin))
+	f.Create(t, build.ImageWarm(nsA, "plugins", build.Images(viaPlugin, exitPlugin, jsonPlugin)))
 
 	t.Run("right and legacy secrets pull", func(t *testing.T) {
 		testbed.Eventually(t, 90*time.Second, "private images", func() error { return f.Nodes[node].AllPresent(t, private, legacy) })
@@ -184,7 +185,7 @@ func secretRequests(t *testing.T, path string) map[string]bool {
 }
 
 func warmWith(ns, name, secret string, images ...string) *warmv1.ImageWarm {
-	iw := testbed.NewWarm(ns, name, nil, images...)
+	iw := build.ImageWarm(ns, name, build.Images(images...))
 	iw.Spec.ImagePullSecrets = []warmv1.SecretReference{{Name: secret}}
 	return iw
 }

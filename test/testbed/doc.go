@@ -14,6 +14,18 @@
 // KUBEBUILDER_ASSETS must name a folder with kube-apiserver and etcd,
 // WARMER_NODE_ASSETS (for a real node) one with the kubelet and containerd
 // 2.x, and containerd and docker-registry must be on PATH.
+//
+// This package holds the launchers: the control plane, registries and
+// their images, containerd, the simulated fleet and the real node, the
+// warmer binary, helm and Prometheus. What they use, or tests use beside
+// them, without starting anything lives in packages of its own below:
+//
+//   - build: the Kubernetes objects tests create (ImageWarm with options,
+//     DockerConfigSecret, RealisticRefs);
+//   - faults: proxies that stand between containerd and a registry and
+//     misbehave on demand (FaultProxy, SlowProxy).
+//
+// None of them imports this package.
 package testbed
 
 // TB is the part of testing.TB the test bed uses. A *testing.T satisfies it;

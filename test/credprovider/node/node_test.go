@@ -29,6 +29,7 @@ import (
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/build"
 )
 
 const (
@@ -71,8 +72,8 @@ func TestKubeletSharedProviders(t *testing.T) {
 	// a Ready node means it took the file and found both plugins.
 	n := testbed.StartNode(t, testbed.NodeOptions{Mirrors: map[string]string{mirrored: reg.Host}, KubeletFlags: plugin.Flags()})
 	f := testbed.StartFleetBeside(t, n, testbed.DefaultAgent.With(plugin.Flags()...))
-	f.Create(t, testbed.NewWarm(ns, "app", nil, app))
-	f.Create(t, testbed.NewWarm(ns, "broken", nil, broken))
+	f.Create(t, build.ImageWarm(ns, "app", build.Images(app)))
+	f.Create(t, build.ImageWarm(ns, "broken", build.Images(broken)))
 
 	t.Run("WarmThroughPlugin", func(t *testing.T) { testWarm(t, f, plugin) })
 	t.Run("PodStartsWithoutPull", func(t *testing.T) { testPodUsesWarm(t, n) })

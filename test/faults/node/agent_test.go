@@ -11,6 +11,7 @@ import (
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/build"
 	"github.com/warmer-dev/warmer/test/testbed/faults"
 )
 
@@ -29,9 +30,9 @@ func TestAgentKilledMidPull(t *testing.T) {
 
 	// The fast images are present before the slow ones start, so that the
 	// kill finds the slow ones under way and the fast ones done.
-	f.Create(t, testbed.NewWarm(ns, "fast", nil, refs[4:]...))
+	f.Create(t, build.ImageWarm(ns, "fast", build.Images(refs[4:]...)))
 	testbed.Eventually(t, 60*time.Second, "fast images present", func() error { return n.AllPresent(t, refs[4:]...) })
-	f.Create(t, testbed.NewWarm(ns, "slow", nil, refs[:4]...))
+	f.Create(t, build.ImageWarm(ns, "slow", build.Images(refs[:4]...)))
 	waitPulling(t, f, "node-1", key(t, refs[0]))
 	n.Agent.Kill()
 	// The runtime ends the pulls of a client that went away.

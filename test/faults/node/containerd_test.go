@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/build"
 
 	"github.com/warmer-dev/warmer/test/testbed/faults"
 )
@@ -24,7 +25,7 @@ func TestContainerdKilledDuringPulls(t *testing.T) {
 	n := f.Nodes["node-1"]
 	testbed.Eventually(t, 30*time.Second, "agent ready", func() error { return ready(n) })
 
-	f.Create(t, testbed.NewWarm(ns, "crash", nil, refs...))
+	f.Create(t, build.ImageWarm(ns, "crash", build.Images(refs...)))
 	waitPulling(t, f, "node-1", key(t, refs[0]))
 	n.Containerd.Kill()
 	killed := time.Now()

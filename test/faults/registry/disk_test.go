@@ -16,6 +16,7 @@ import (
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/pkg/pullengine"
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/build"
 	"github.com/warmer-dev/warmer/test/testbed/faults"
 )
 
@@ -130,7 +131,7 @@ func testOutOfSpace(t *testing.T, f *testbed.Fleet, reg *testbed.Registry, node 
 // warmOn is warm for one node.
 func warmOn(t *testing.T, f *testbed.Fleet, name, node string, timeout time.Duration, refs ...string) {
 	t.Helper()
-	iw := testbed.NewWarm(ns, name, map[string]warmv1.LabelValue{corev1.LabelHostname: warmv1.LabelValue(node)}, refs...)
+	iw := build.ImageWarm(ns, name, build.Images(refs...), build.MatchLabel(corev1.LabelHostname, node))
 	create(t, f, iw, timeout)
 }
 

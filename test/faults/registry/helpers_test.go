@@ -12,6 +12,7 @@ import (
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/build"
 	"github.com/warmer-dev/warmer/test/testbed/faults"
 )
 
@@ -54,7 +55,7 @@ func via(img testbed.Image, reg *testbed.Registry, p *faults.FaultProxy) string 
 // the subtest, so that its failing pulls stop competing with the next.
 func warm(t *testing.T, f *testbed.Fleet, name string, timeout time.Duration, refs ...string) {
 	t.Helper()
-	create(t, f, testbed.NewWarm(ns, name, nil, refs...), timeout)
+	create(t, f, build.ImageWarm(ns, name, build.Images(refs...)), timeout)
 }
 
 // create creates iw with a pullTimeout, if any, and deletes it at cleanup.
