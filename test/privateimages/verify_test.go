@@ -25,6 +25,7 @@ import (
 	"github.com/warmer-dev/warmer/test/testbed"
 	"github.com/warmer-dev/warmer/test/testbed/build"
 	"github.com/warmer-dev/warmer/test/testbed/faults"
+	"github.com/warmer-dev/warmer/test/testbed/hostcheck"
 )
 
 const (
@@ -57,7 +58,7 @@ func TestMain(m *testing.M) {
 // namespace's pull secret, on one node per verification policy (each policy
 // is a kubelet configuration, so each subtest starts its own node).
 func TestWarmedPrivateImage(t *testing.T) {
-	reg := testbed.StartRegistry(t, testbed.RegistryOptions{Name: "private", Username: "team-a", Password: testbed.RandomPassword(t)})
+	reg := testbed.StartRegistry(t, testbed.RegistryOptions{Name: "private", Username: "team-a", Password: hostcheck.RandomPassword(t)})
 	reg.Push(t, "team-a/app:v1", testbed.AppImage(t))
 	reg.Push(t, "public/base:v1", testbed.AppImage(t))
 

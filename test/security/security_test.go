@@ -26,6 +26,7 @@ import (
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/test/testbed"
 	"github.com/warmer-dev/warmer/test/testbed/build"
+	"github.com/warmer-dev/warmer/test/testbed/hostcheck"
 )
 
 const (
@@ -92,10 +93,10 @@ func TestSecrets(t *testing.T) {
 		testBorrow(t, f, borrowed)
 	})
 	t.Run("secret values appear nowhere", func(t *testing.T) {
-		needles := append(secretForms(user, pass, wrong, secrets), testbed.LeakForms("the failing plugins' password", user, pluginPass)...)
+		needles := append(secretForms(user, pass, wrong, secrets), hostcheck.LeakForms("the failing plugins' password", user, pluginPass)...)
 		shown := everythingWarmerShows(t, f)
 		// The search must cover the failure paths, where a leak is likeliest.
-		testbed.SearchLeaks(t, shown, map[string][]string{"the agent's log": {denied, "sec-exit", "sec-json"}, "events.k8s.io events": {"InvalidPullSecret", "CredentialProviderFailed"},
+		hostcheck.SearchLeaks(t, shown, map[string][]string{"the agent's log": {denied, "sec-exit", "sec-json"}, "events.k8s.io events": {"InvalidPullSecret", "CredentialProviderFailed"},
 			"NodeWarms": {"401 Unauthorized", "PluginFailed", "PluginBadResponse"}, "ImageWarms": {"Unauthorized", "CredentialProviderFailed"},
 			"the agent's /metrics": {`reason="Unauthorized"`, `result="PluginBadResponse"`}}, needles)
 	})
@@ -221,11 +222,11 @@ func waitReason(t *testing.T, f *testbed.Fleet, ns, warm, image, reason string) 
 
 // secretForms are the ways a secret value could leak: as written, in
 // base64 alone or as docker's auth field, and as the Secret's data.
-func secretForms(user, pass, wrong string, secrets []*corev1.Secret) []testbed.Needle {
-	out := append(testbed.LeakForms("the password", user, pass), testbed.LeakForms("the wrong password", user, wrong)...)
+func secretForms(user, pass, wrong string, secrets []*corev1.Secret) []hostcheck.Needle {
+	out := append(hostcheck.LeakForms("the password", user, pass), hostcheck.LeakForms("the wrong password", user, wrong)...)
 	for _, s := range secrets {
 		for k, v := range s.Data {
-			out = append(out, testbed.Needle{Name: s.Namespace + "/" + s.Name + " " + k + " in base64", Value: base64.StdEncoding.EncodeToString(v)})
+			out = append(out, hostcheck.Needle{Name: s.Namespace + "/" + s.Name + " " + k + " in base64", Value: base64.StdEncoding.EncodeToString(v)})
 		}
 	}
 	return out
