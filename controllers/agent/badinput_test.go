@@ -13,6 +13,7 @@ import (
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/pkg/imageref"
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/build"
 )
 
 // agentCase is one ImageWarm the agent is given: a problem image, and a
@@ -89,16 +90,16 @@ func agentCases(t *testing.T, regs testbed.Registries, cat testbed.Catalog) []ag
 		{name: "auth without a colon", secrets: []*corev1.Secret{dockerJSON("colon", fmt.Sprintf(`{"auths":{%q:{"auth":%q}}}`, host, base64.StdEncoding.EncodeToString([]byte(user))))},
 			pullSecrets: []string{"colon"}, images: []string{priv(5)},
 			reason: "Unauthorized", message: unauthorized, event: "InvalidPullSecret", note: "auth is not base64(username:password)"},
-		{name: "no entry for the registry", secrets: []*corev1.Secret{testbed.DockerConfigSecret(badNS, "elsewhere", "registry.example:5000", user, pass)},
+		{name: "no entry for the registry", secrets: []*corev1.Secret{build.DockerConfigSecret(badNS, "elsewhere", "registry.example:5000", user, pass)},
 			pullSecrets: []string{"elsewhere"}, images: []string{priv(6)},
 			reason: "Unauthorized", message: unauthorized, event: "Failed", note: "Unauthorized"},
 		{name: "no auths at all", secrets: []*corev1.Secret{dockerJSON("empty", `{}`)},
 			pullSecrets: []string{"empty"}, images: []string{priv(7)},
 			reason: "Unauthorized", message: unauthorized, event: "Failed", note: "Unauthorized"},
-		{name: "wrong password", secrets: []*corev1.Secret{testbed.DockerConfigSecret(badNS, "wrong", host, user, "not-the-password")},
+		{name: "wrong password", secrets: []*corev1.Secret{build.DockerConfigSecret(badNS, "wrong", host, user, "not-the-password")},
 			pullSecrets: []string{"wrong"}, images: []string{priv(8)},
 			reason: "Unauthorized", message: unauthorized, event: "Failed", note: "Unauthorized"},
-		{name: "secret only in another namespace", secrets: []*corev1.Secret{testbed.DockerConfigSecret(otherNS, "cross", host, user, pass)},
+		{name: "secret only in another namespace", secrets: []*corev1.Secret{build.DockerConfigSecret(otherNS, "cross", host, user, pass)},
 			pullSecrets: []string{"cross"}, images: []string{priv(9)},
 			reason: "Unauthorized", message: unauthorized, event: "InvalidPullSecret", note: `pull secret "cross" not found in namespace "bad"`},
 		{name: "legacy dockercfg secret", secrets: []*corev1.Secret{secret(badNS, "legacy", corev1.SecretTypeDockercfg, map[string]string{corev1.DockerConfigKey: legacy})},
@@ -139,7 +140,7 @@ func TestAgentBadInput(t *testing.T) {
 			f.Create(t, s)
 		}
 		publics[i] = regs.Anon.PushRandom(t, fmt.Sprintf("ok/row%d:v1", i), testbed.ImageOptions{LayerSize: 64 << 10}).Ref
-		iw := testbed.NewWarm(badNS, fmt.Sprintf("row-%d", i), nil, append(append([]string{}, c.images...), publics[i])...)
+		iw := build.ImageWarm(badNS, fmt.Sprintf("row-%d", i), build.Images(append(append([]string{}, c.images...), publics[i])...))
 		for _, s := range c.pullSecrets {
 			iw.Spec.ImagePullSecrets = append(iw.Spec.ImagePullSecrets, warmv1.SecretReference{Name: s})
 		}

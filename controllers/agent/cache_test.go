@@ -16,6 +16,7 @@ import (
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/build"
 )
 
 // TestCacheKeepsWhatTheAgentReads checks, on a real API server, what the
@@ -36,7 +37,7 @@ func TestCacheKeepsWhatTheAgentReads(t *testing.T) {
 	must(t, c.Status().Update(ctx, node))
 	cp.CreateNode(t, "cache-other", nil)
 
-	iw := testbed.NewWarm("default", "cache-iw", nil, "registry.example/app:v1")
+	iw := build.ImageWarm("default", "cache-iw", build.Images("registry.example/app:v1"))
 	iw.Annotations = map[string]string{"kubectl.kubernetes.io/last-applied-configuration": "{}"}
 	must(t, c.Create(ctx, iw))
 	iw.Status.ObservedGeneration = iw.Generation

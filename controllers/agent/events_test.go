@@ -19,6 +19,7 @@ import (
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/pkg/pullengine"
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/build"
 )
 
 // eventAgent is a NodeAgent wired only for events: the manager's real
@@ -102,7 +103,7 @@ func TestEventsPerImage(t *testing.T) {
 	node := cp.CreateNode(t, "ev-node", nil)
 	imgA, imgB := "registry.example:5000/team/a:v1", "registry.example:5000/team/b:v1"
 	long := "registry.example:5000/" + strings.Repeat("long-name/", 20) + "c:v1" // action would pass 128 bytes
-	iw := testbed.NewWarm("default", "two", nil, imgA, imgB, long)
+	iw := build.ImageWarm("default", "two", build.Images(imgA, imgB, long))
 	if err := cp.Client.Create(ctx, iw); err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +176,7 @@ func TestEventsFold(t *testing.T) {
 	ctx := context.Background()
 	node := cp.CreateNode(t, "fold-node", nil)
 	img := "registry.example:5000/team/missing:v1"
-	iw := testbed.NewWarm("default", "failing", nil, img)
+	iw := build.ImageWarm("default", "failing", build.Images(img))
 	if err := cp.Client.Create(ctx, iw); err != nil {
 		t.Fatal(err)
 	}

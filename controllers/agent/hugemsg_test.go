@@ -17,6 +17,7 @@ import (
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/build"
 )
 
 // hugeCRI is a fake CRI runtime. It exists for one fault that a real
@@ -94,7 +95,7 @@ func TestHugeRuntimeMessage(t *testing.T) {
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0"}, testbed.DefaultAgentFlags...)...)
 	fleet.Controller = fleet.StartController(t)
 	bad, good := "registry.example/team/huge:v1", "registry.example/team/fine:v1"
-	fleet.Create(t, testbed.NewWarm("default", "huge", nil, bad, good))
+	fleet.Create(t, build.ImageWarm("default", "huge", build.Images(bad, good)))
 
 	testbed.Eventually(t, 60*time.Second, "NodeWarm: cut message, other image present", func() error {
 		return checkHugeNodeWarm(fleet, name, bad, good)

@@ -17,6 +17,7 @@ import (
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/build"
 )
 
 const trueNode = "node-true"
@@ -32,7 +33,7 @@ func TestReportsStayTrue(t *testing.T) {
 	whole := t // objects that outlive a subtest are cleaned up with the test
 	a := regs.Anon.PushRandom(t, "true/a:v1", testbed.ImageOptions{LayerSize: 64 << 10})
 	b := regs.Anon.PushRandom(t, "true/b:v1", testbed.ImageOptions{LayerSize: 64 << 10})
-	f.Create(t, testbed.NewWarm("default", "pair", nil, a.Ref, b.Ref))
+	f.Create(t, build.ImageWarm("default", "pair", build.Images(a.Ref, b.Ref)))
 	present := func() error {
 		for _, ref := range []string{a.Ref, b.Ref} {
 			if img, err := f.NodeImage(trueNode, ref); err != nil || img.State != warmv1.ImagePresent {
@@ -134,7 +135,7 @@ func failedButListed(t *testing.T, regs testbed.Registries, f *testbed.Fleet) {
 	broken = mutate.MediaType(broken, ggcrtypes.OCIManifestSchema1)
 	broken = mutate.ConfigMediaType(broken, "application/vnd.oci.empty.v1+json")
 	art := regs.Anon.Push(t, "true/artifact:v1", broken)
-	f.Create(t, testbed.NewWarm("default", "artifact", nil, art.Ref))
+	f.Create(t, build.ImageWarm("default", "artifact", build.Images(art.Ref)))
 	node := f.Nodes[trueNode]
 	testbed.Eventually(t, 60*time.Second, "the failed pull reported", func() error {
 		got, err := f.NodeImage(trueNode, art.Ref)

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
-	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/build"
 )
 
 // The ImageWarm status's size budget (api/v1alpha1/limits.go), measured on
@@ -20,7 +20,7 @@ import (
 // schema's longest), lacking which images a node has yet to pull; every
 // other image is present.
 func budgetFleet(n int, failing, lacking func(node, image int) bool) (*warmv1.ImageWarm, *fleet) {
-	refs := testbed.RealisticRefs(warmv1.MaxImagesPerWarm)
+	refs := build.RealisticRefs(warmv1.MaxImagesPerWarm)
 	iw := iwNewWarm(1, nil, refs...)
 	msg := strings.Repeat("failed to pull and unpack image 'x': failed to resolve reference: unexpected status 401 Unauthorized ", 3)[:warmv1.MaxNodeMessageLength]
 	nodes := make([]metav1.PartialObjectMetadata, n)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/warmer-dev/warmer/pkg/pullengine"
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/faults"
 )
 
 // TestEngineOnePullHoweverNamed asks a real containerd, in one Sync, for
@@ -21,7 +22,7 @@ import (
 func TestEngineOnePullHoweverNamed(t *testing.T) {
 	skipShort(t)
 	reg := testbed.StartRegistry(t, testbed.RegistryOptions{Name: "names"})
-	proxy := testbed.StartFaultProxy(t, reg.Host)
+	proxy := faults.StartFaultProxy(t, reg.Host)
 	n := startNode(t, "node-n", testbed.WithMirror("docker.io", proxy.Host))
 
 	img := reg.PushRandom(t, "library/warmname:v1", testbed.ImageOptions{LayerSize: testbed.MB})
@@ -65,7 +66,7 @@ func TestEngineOnePullHoweverNamed(t *testing.T) {
 func TestEngineTagAfterDigest(t *testing.T) {
 	skipShort(t)
 	reg := testbed.StartRegistry(t, testbed.RegistryOptions{Name: "later"})
-	proxy := testbed.StartFaultProxy(t, reg.Host)
+	proxy := faults.StartFaultProxy(t, reg.Host)
 	n := startNode(t, "node-l")
 	img := reg.PushRandom(t, "test/later:v1", testbed.ImageOptions{LayerSize: testbed.MB})
 	tagRef := proxy.Host + "/test/later:v1"
@@ -81,7 +82,7 @@ func TestEngineTagAfterDigest(t *testing.T) {
 	if res := e.result(t); !res.Succeeded() || res.Ref != tagRef {
 		t.Fatalf("pull by tag: %+v", res)
 	}
-	var after []testbed.ProxyRequest
+	var after []faults.ProxyRequest
 	for _, r := range proxy.Requests()[before:] {
 		if r.Method != http.MethodHead && !strings.HasSuffix(r.Path, "/v2/") {
 			after = append(after, r)
@@ -106,7 +107,7 @@ func anonymous(images ...string) []pullengine.Request {
 
 // manifestRequests counts the GET and HEAD requests for repo's manifests
 // the proxy saw.
-func manifestRequests(p *testbed.FaultProxy, repo string) (gets, heads int) {
+func manifestRequests(p *faults.FaultProxy, repo string) (gets, heads int) {
 	for _, r := range p.Requests() {
 		if !strings.HasPrefix(r.Path, "/v2/"+repo+"/manifests/") {
 			continue
@@ -122,7 +123,7 @@ func manifestRequests(p *testbed.FaultProxy, repo string) (gets, heads int) {
 }
 
 // requestLog is the proxy's log, one request a line.
-func requestLog(p *testbed.FaultProxy) string {
+func requestLog(p *faults.FaultProxy) string {
 	var b strings.Builder
 	for _, r := range p.Requests() {
 		b.WriteString(r.At.Format("15:04:05.000") + " " + r.Method + " " + r.Path + "\n")

@@ -17,6 +17,7 @@ import (
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/build"
 )
 
 const (
@@ -43,7 +44,7 @@ func TestCredentialProviders(t *testing.T) {
 	f.Create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 
 	t.Run("private images pull through the plugin, no pull secret", func(t *testing.T) {
-		f.Create(t, testbed.NewWarm(ns, "private", nil, a, b))
+		f.Create(t, build.ImageWarm(ns, "private", build.Images(a, b)))
 		if out, err := f.CP.Kubectl(t, "wait", "--for=condition=Ready", "imagewarm/private", "-n", ns, "--timeout=120s"); err != nil {
 			t.Fatalf("kubectl wait: %v\n%s", err, out)
 		}
@@ -90,7 +91,7 @@ func TestCredentialProviders(t *testing.T) {
 // runs on, and the password the plugin printed on stderr is nowhere.
 func testFailingPlugin(t *testing.T, f *testbed.Fleet, reg *testbed.Registry, broken string) {
 	n := f.Nodes[node]
-	f.Create(t, testbed.NewWarm(ns, "broken", nil, broken))
+	f.Create(t, build.ImageWarm(ns, "broken", build.Images(broken)))
 	var img warmv1.NodeImage
 	testbed.Eventually(t, 60*time.Second, "CredentialProviderFailed", func() error {
 		var err error

@@ -16,6 +16,8 @@ import (
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/build"
+	"github.com/warmer-dev/warmer/test/testbed/faults"
 )
 
 const ns = "e2e"
@@ -35,7 +37,7 @@ func TestE2E(t *testing.T) {
 	pulls := map[string]int{} // successful pulls expected per node, for the metrics check
 
 	t.Run("warms the selected nodes only", func(t *testing.T) {
-		f.Create(t, testbed.NewWarm(ns, "web", map[string]warmv1.LabelValue{"pool": "web"}, web...))
+		f.Create(t, build.ImageWarm(ns, "web", build.Images(web...), build.MatchLabel("pool", "web")))
 		if out, err := f.CP.Kubectl(t, "wait", "--for=condition=Ready", "imagewarm/web", "-n", ns, "--timeout=120s"); err != nil {
 			t.Fatalf("kubectl wait: %v\n%s", err, out)
 		}
@@ -95,8 +97,8 @@ func TestE2E(t *testing.T) {
 	})
 
 	t.Run("private image with the right secret", func(t *testing.T) {
-		f.Create(t, testbed.DockerConfigSecret(ns, "regcred", regs.Auth.Host, regs.Auth.Username(), regs.Auth.Password()))
-		iw := testbed.NewWarm(ns, "private", nil, cat.Private.Ref)
+		f.Create(t, build.DockerConfigSecret(ns, "regcred", regs.Auth.Host, regs.Auth.Username(), regs.Auth.Password()))
+		iw := build.ImageWarm(ns, "private", build.Images(cat.Private.Ref))
 		iw.Spec.ImagePullSecrets = []warmv1.SecretReference{{Name: "regcred"}}
 		f.Create(t, iw)
 		for name, n := range f.Nodes {
@@ -108,9 +110,9 @@ func TestE2E(t *testing.T) {
 	t.Run("wrong secret fails Unauthorized, others still warm, fix retries at once", func(t *testing.T) {
 		other := regs.Auth.PushRandom(t, "private/other:v1", testbed.ImageOptions{LayerSize: testbed.MB})
 		extra := regs.Anon.PushRandom(t, "test/extra:v1", testbed.ImageOptions{LayerSize: testbed.MB})
-		bad := testbed.DockerConfigSecret(ns, "badcred", regs.Auth.Host, regs.Auth.Username(), "wrong-password")
+		bad := build.DockerConfigSecret(ns, "badcred", regs.Auth.Host, regs.Auth.Username(), "wrong-password")
 		f.Create(t, bad)
-		iw := testbed.NewWarm(ns, "mixed", nil, other.Ref, extra.Ref)
+		iw := build.ImageWarm(ns, "mixed", build.Images(other.Ref, extra.Ref))
 		iw.Spec.ImagePullSecrets = []warmv1.SecretReference{{Name: "badcred"}}
 		created := time.Now() // no pull of it fails before this
 		f.Create(t, iw)
@@ -149,7 +151,7 @@ func TestE2E(t *testing.T) {
 		for name := range f.Nodes {
 			backOffEnds[name] = backOffEnd(t, f, created, name, other.Ref)
 		}
-		fixed := testbed.DockerConfigSecret(ns, "badcred", regs.Auth.Host, regs.Auth.Username(), regs.Auth.Password())
+		fixed := build.DockerConfigSecret(ns, "badcred", regs.Auth.Host, regs.Auth.Username(), regs.Auth.Password())
 		if err := f.CP.Client.Update(context.Background(), fixed); err != nil {
 			t.Fatal(err)
 		}
@@ -170,7 +172,7 @@ func TestE2E(t *testing.T) {
 
 	t.Run("missing tag is NotFound", func(t *testing.T) {
 		missing := regs.Anon.Ref("test/small:nope")
-		f.Create(t, testbed.NewWarm(ns, "missing", map[string]warmv1.LabelValue{corev1.LabelHostname: "node-1"}, missing))
+		f.Create(t, build.ImageWarm(ns, "missing", build.Images(missing), build.MatchLabel(corev1.LabelHostname, "node-1")))
 		testbed.Eventually(t, 60*time.Second, "NotFound in status", func() error {
 			st := f.ImageWarm(t, ns, "missing").Status
 			if len(st.Failures) == 0 || st.Failures[0].Reason != "NotFound" || st.Failures[0].Node != "node-1" {
@@ -184,7 +186,7 @@ func TestE2E(t *testing.T) {
 		flaky := testbed.StartRegistry(t, testbed.RegistryOptions{Name: "flaky"})
 		img := flaky.PushRandom(t, "flaky/app:v1", testbed.ImageOptions{LayerSize: testbed.MB})
 		flaky.Stop()
-		f.Create(t, testbed.NewWarm(ns, "flaky", map[string]warmv1.LabelValue{corev1.LabelHostname: "node-2"}, img.Ref))
+		f.Create(t, build.ImageWarm(ns, "flaky", build.Images(img.Ref), build.MatchLabel(corev1.LabelHostname, "node-2")))
 		testbed.Eventually(t, 60*time.Second, "RegistryUnavailable", func() error {
 			got, err := f.NodeImage("node-2", img.Ref)
 			if err != nil {
@@ -201,13 +203,13 @@ func TestE2E(t *testing.T) {
 	})
 
 	t.Run("deleted mid-pull: queued and running pulls cancelled", func(t *testing.T) {
-		slow := testbed.StartSlowProxy(t, regs.Anon.Host, 1<<20) // 1 MB/s: a 20 MB pull takes 20 s
+		slow := faults.StartSlowProxy(t, regs.Anon.Host, 1<<20) // 1 MB/s: a 20 MB pull takes 20 s
 		var refs []string
 		for i := range 5 {
 			img := regs.Anon.PushRandom(t, fmt.Sprintf("slow/app%d:v1", i), testbed.ImageOptions{LayerSize: 20 * testbed.MB})
 			refs = append(refs, strings.Replace(img.Ref, regs.Anon.Host, slow.Host, 1))
 		}
-		f.Create(t, testbed.NewWarm(ns, "bulk", map[string]warmv1.LabelValue{corev1.LabelHostname: "node-3"}, refs...))
+		f.Create(t, build.ImageWarm(ns, "bulk", build.Images(refs...), build.MatchLabel(corev1.LabelHostname, "node-3")))
 		testbed.Eventually(t, 30*time.Second, "bulk pulls under way", func() error {
 			img, err := f.NodeImage("node-3", refs[0])
 			if err != nil {

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/build"
 )
 
 // TestFailingImageEventsFold gives three nodes an image that does not
@@ -33,7 +34,7 @@ func TestFailingImageEventsFold(t *testing.T) {
 	f := testbed.StartFleet(t, labels, testbed.FleetOptions{Agent: &settings})
 	const ns = "fold"
 	f.Create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-	f.Create(t, testbed.NewWarm(ns, "missing", nil, regs.Anon.Ref("no/such-image:v1")))
+	f.Create(t, build.ImageWarm(ns, "missing", build.Images(regs.Anon.Ref("no/such-image:v1"))))
 
 	// Every node fails at least four times: the first pull, then one per
 	// back-off, each retry up to BusyMargin late.

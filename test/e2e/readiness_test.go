@@ -13,6 +13,7 @@ import (
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/build"
 )
 
 // TestReadinessOnAMixedFleet runs two real nodes and one Node without an
@@ -32,7 +33,7 @@ func TestReadinessOnAMixedFleet(t *testing.T) {
 	f.Create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 
 	t.Run("minReadyNodes lets kubectl wait return despite a silent node", func(t *testing.T) {
-		iw := testbed.NewWarm(ns, "most", nil, cat.Small.Ref)
+		iw := build.ImageWarm(ns, "most", build.Images(cat.Small.Ref))
 		most := intstr.FromString("66%")
 		iw.Spec.Readiness = &warmv1.Readiness{MinReadyNodes: &most}
 		f.Create(t, iw)
@@ -53,7 +54,7 @@ func TestReadinessOnAMixedFleet(t *testing.T) {
 	})
 
 	t.Run("without it the silent node is named", func(t *testing.T) {
-		f.Create(t, testbed.NewWarm(ns, "all", nil, cat.Small.Ref))
+		f.Create(t, build.ImageWarm(ns, "all", build.Images(cat.Small.Ref)))
 		testbed.Eventually(t, 60*time.Second, "NotReporting naming virtual-1", func() error {
 			c := meta.FindStatusCondition(f.ImageWarm(t, ns, "all").Status.Conditions, warmv1.ConditionReady)
 			if c == nil || c.Status != metav1.ConditionFalse || c.Reason != "NotReporting" || !strings.Contains(c.Message, "virtual-1") {
@@ -64,7 +65,7 @@ func TestReadinessOnAMixedFleet(t *testing.T) {
 	})
 
 	t.Run("a platform the image lacks is counted apart", func(t *testing.T) {
-		f.Create(t, testbed.NewWarm(ns, "arm", map[string]warmv1.LabelValue{"pool": "real"}, cat.ArmOnly.Ref))
+		f.Create(t, build.ImageWarm(ns, "arm", build.Images(cat.ArmOnly.Ref), build.MatchLabel("pool", "real")))
 		testbed.Eventually(t, 60*time.Second, "both nodes unsupported", func() error {
 			st := f.ImageWarm(t, ns, "arm").Status
 			if st.Nodes.Unsupported != 2 || st.Nodes.Failed != 0 || len(st.Failures) != 0 {

@@ -17,6 +17,8 @@ import (
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/build"
+	"github.com/warmer-dev/warmer/test/testbed/faults"
 )
 
 // TestRolloutWaves runs three real nodes, each reaching one registry
@@ -28,12 +30,12 @@ func TestRolloutWaves(t *testing.T) {
 	const ns = "waves"
 	reg := testbed.StartRegistry(t, testbed.RegistryOptions{Name: "waves"})
 	nodes := []string{"node-1", "node-2", "node-3"}
-	proxies := map[string]*testbed.FaultProxy{}
+	proxies := map[string]*faults.FaultProxy{}
 	for _, n := range nodes {
-		proxies[n] = testbed.StartFaultProxy(t, reg.Host)
+		proxies[n] = faults.StartFaultProxy(t, reg.Host)
 		// Slow blobs stretch each pull over seconds: pulls that ran
 		// together could not hide between two requests.
-		proxies[n].Set(testbed.Fault{Mode: testbed.FaultSlow, Paths: testbed.BlobPaths, Rate: 1 << 20})
+		proxies[n].Set(faults.Fault{Mode: faults.FaultSlow, Paths: faults.BlobPaths, Rate: 1 << 20})
 	}
 	labels := map[string]map[string]string{}
 	for _, n := range nodes {
@@ -46,7 +48,7 @@ func TestRolloutWaves(t *testing.T) {
 
 	t.Run("maxPulling 1: one node pulls at a time, in rollout order", func(t *testing.T) {
 		app := reg.PushRandom(t, "waves/app:v1", testbed.ImageOptions{LayerSize: 1 << 20, Layers: 2})
-		iw := testbed.NewWarm(ns, "one-at-a-time", nil, app.Ref)
+		iw := build.ImageWarm(ns, "one-at-a-time", build.Images(app.Ref))
 		one := intstr.FromInt32(1)
 		iw.Spec.Rollout = &warmv1.Rollout{MaxPulling: &one}
 		f.Create(t, iw)
@@ -61,7 +63,7 @@ func TestRolloutWaves(t *testing.T) {
 	})
 
 	t.Run("a canary with a missing tag fails on one node only; a fixed spec warms the fleet", func(t *testing.T) {
-		iw := testbed.NewWarm(ns, "canary", nil, reg.Ref("waves/missing:v1"))
+		iw := build.ImageWarm(ns, "canary", build.Images(reg.Ref("waves/missing:v1")))
 		iw.Spec.Rollout = &warmv1.Rollout{Canary: true}
 		f.Create(t, iw)
 		canary := rolloutOrder(f.ImageWarm(t, ns, iw.Name).UID, nodes)[0]
@@ -133,8 +135,8 @@ type span struct {
 	start, end time.Time
 }
 
-func requestsFor(p *testbed.FaultProxy, prefix string) []testbed.ProxyRequest {
-	var out []testbed.ProxyRequest
+func requestsFor(p *faults.FaultProxy, prefix string) []faults.ProxyRequest {
+	var out []faults.ProxyRequest
 	for _, r := range p.Requests() {
 		if strings.HasPrefix(r.Path, prefix) {
 			out = append(out, r)
@@ -144,7 +146,7 @@ func requestsFor(p *testbed.FaultProxy, prefix string) []testbed.ProxyRequest {
 }
 
 // pullSpans is each node's span of requests under prefix, by start.
-func pullSpans(t *testing.T, proxies map[string]*testbed.FaultProxy, prefix string) []span {
+func pullSpans(t *testing.T, proxies map[string]*faults.FaultProxy, prefix string) []span {
 	t.Helper()
 	var out []span
 	for node, p := range proxies {

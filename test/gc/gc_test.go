@@ -41,6 +41,7 @@ import (
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/pkg/criclient"
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/build"
 )
 
 const (
@@ -166,7 +167,7 @@ func startAgent(t *testing.T, node *testbed.RealNode) *testbed.Process {
 }
 
 func newWarm(name string, retention warmv1.Retention, images ...string) *warmv1.ImageWarm {
-	iw := testbed.NewWarm(ns, name, nil, images...)
+	iw := build.ImageWarm(ns, name, build.Images(images...))
 	iw.Spec.Retention = retention
 	return iw
 }

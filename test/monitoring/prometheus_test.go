@@ -26,8 +26,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/build"
 )
 
 const (
@@ -60,7 +60,7 @@ func TestPrometheusScrapesAgent(t *testing.T) {
 		return nil
 	})
 
-	iw := testbed.NewWarm("default", "mon", map[string]warmv1.LabelValue{"pool": "mon"}, a.Ref, b.Ref)
+	iw := build.ImageWarm("default", "mon", build.Images(a.Ref, b.Ref), build.MatchLabel("pool", "mon"))
 	f.Create(t, iw)
 	if out, err := f.CP.Kubectl(t, "wait", "--for=condition=Ready", "imagewarm/mon", "-n", "default", "--timeout=90s"); err != nil {
 		t.Fatalf("kubectl wait: %v\n%s", err, out)
@@ -76,7 +76,7 @@ func TestPrometheusScrapesAgent(t *testing.T) {
 	}
 
 	// A missing tag: the failure counters and back-offs appear, by reason.
-	f.Create(t, testbed.NewWarm("default", "missing", map[string]warmv1.LabelValue{"pool": "mon"}, reg.Ref("mon/a:nope")))
+	f.Create(t, build.ImageWarm("default", "missing", build.Images(reg.Ref("mon/a:nope")), build.MatchLabel("pool", "mon")))
 	testbed.Eventually(t, 30*time.Second, "a NotFound failure and back-off in Prometheus", func() error {
 		for _, m := range []string{"warmer_image_pulls_total", "warmer_image_pull_backoffs_total"} {
 			vec, err := prom.Query(t, fmt.Sprintf(`sum(%s{job="warmer-agent", node=%q, reason="NotFound"})`, m, node))

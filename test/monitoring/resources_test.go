@@ -13,8 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/build"
 )
 
 // TestResourcesFitTheManifests warms a node through the real agent and
@@ -38,7 +38,7 @@ func TestResourcesFitTheManifests(t *testing.T) {
 	// Twenty ImageWarms over the same eleven images: the agent's work is
 	// the union, and its memory should not grow per ImageWarm much.
 	for i := range 20 {
-		f.Create(t, testbed.NewWarm("default", fmt.Sprintf("res%d", i), map[string]warmv1.LabelValue{"pool": "res"}, refs...))
+		f.Create(t, build.ImageWarm("default", fmt.Sprintf("res%d", i), build.Images(refs...), build.MatchLabel("pool", "res")))
 	}
 	for i := range 20 {
 		if out, err := f.CP.Kubectl(t, "wait", "--for=condition=Ready", fmt.Sprintf("imagewarm/res%d", i), "-n", "default", "--timeout=120s"); err != nil {

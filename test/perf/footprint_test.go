@@ -21,6 +21,7 @@ import (
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/build"
 )
 
 // footprintImages is the images per ImageWarm of the footprint benchmark.
@@ -73,7 +74,7 @@ func BenchmarkAgentFootprint(b *testing.B) {
 	prePull(b, cri, refs)
 	b.Logf("pushed %d images in %v, pulled them in %v", len(refs), t1.Sub(t0).Round(time.Millisecond), time.Since(t1).Round(time.Millisecond))
 	for i := range warms {
-		iw := testbed.NewWarm("default", fmt.Sprintf("fp-%03d", i), nil, refs[i*footprintImages:(i+1)*footprintImages]...)
+		iw := build.ImageWarm("default", fmt.Sprintf("fp-%03d", i), build.Images(refs[i*footprintImages:(i+1)*footprintImages]...))
 		if err := cp.Client.Create(context.Background(), iw); err != nil {
 			b.Fatal(err)
 		}

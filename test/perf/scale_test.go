@@ -35,6 +35,7 @@ import (
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/test/scale"
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/build"
 )
 
 // scalePullLatency is each fake pull's duration: about a 20 MB image's
@@ -261,7 +262,7 @@ func fleetWarm(c scaleCase) *warmv1.ImageWarm {
 	for i := range refs {
 		refs[i] = fmt.Sprintf("127.0.0.1:5000/scale/app%d:v1", i)
 	}
-	iw := testbed.NewWarm("default", "fleet", nil, refs...)
+	iw := build.ImageWarm("default", "fleet", build.Images(refs...))
 	if c.wave > 0 {
 		wave := intstr.FromInt(c.wave)
 		iw.Spec.Rollout = &warmv1.Rollout{MaxPulling: &wave}

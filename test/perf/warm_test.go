@@ -16,6 +16,7 @@ import (
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/build"
 )
 
 // warmParallelism is the agent's default --max-parallel-image-pulls: the
@@ -161,7 +162,7 @@ func (wb *warmBed) agent(b *testing.B, imgs []testbed.Image, r *warmRound) {
 	for i, img := range imgs {
 		refs[i] = img.Ref
 	}
-	iw := testbed.NewWarm("default", "perf", nil, refs...)
+	iw := build.ImageWarm("default", "perf", build.Images(refs...))
 	w := wb.watchWarm(ctx, b, iw)
 	start := time.Now()
 	if err := wb.cp.Client.Create(ctx, iw); err != nil {

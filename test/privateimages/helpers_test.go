@@ -17,6 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/warmer-dev/warmer/test/testbed"
+
+	"github.com/warmer-dev/warmer/test/testbed/faults"
 )
 
 // wantPolicy reads the kubelet's running configuration (its /configz, through
@@ -180,13 +182,13 @@ func (b *bed) events(t *testing.T, pod *corev1.Pod) string {
 
 // manifestRequests and blobRequests count the registry requests for
 // manifests and for blobs (layers and configs).
-func manifestRequests(reqs []testbed.ProxyRequest) int {
+func manifestRequests(reqs []faults.ProxyRequest) int {
 	return countPaths(reqs, "/manifests/")
 }
 
-func blobRequests(reqs []testbed.ProxyRequest) int { return countPaths(reqs, "/blobs/") }
+func blobRequests(reqs []faults.ProxyRequest) int { return countPaths(reqs, "/blobs/") }
 
-func countPaths(reqs []testbed.ProxyRequest, part string) int {
+func countPaths(reqs []faults.ProxyRequest, part string) int {
 	n := 0
 	for _, r := range reqs {
 		if strings.Contains(r.Path, part) {
@@ -197,7 +199,7 @@ func countPaths(reqs []testbed.ProxyRequest, part string) int {
 }
 
 // paths renders requests as "METHOD path", for failure messages.
-func paths(reqs []testbed.ProxyRequest) []string {
+func paths(reqs []faults.ProxyRequest) []string {
 	out := make([]string, len(reqs))
 	for i, r := range reqs {
 		out[i] = r.Method + " " + r.Path

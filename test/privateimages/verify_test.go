@@ -23,6 +23,9 @@ import (
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/build"
+	"github.com/warmer-dev/warmer/test/testbed/faults"
+	"github.com/warmer-dev/warmer/test/testbed/hostcheck"
 )
 
 const (
@@ -55,7 +58,7 @@ func TestMain(m *testing.M) {
 // namespace's pull secret, on one node per verification policy (each policy
 // is a kubelet configuration, so each subtest starts its own node).
 func TestWarmedPrivateImage(t *testing.T) {
-	reg := testbed.StartRegistry(t, testbed.RegistryOptions{Name: "private", Username: "team-a", Password: testbed.RandomPassword(t)})
+	reg := testbed.StartRegistry(t, testbed.RegistryOptions{Name: "private", Username: "team-a", Password: hostcheck.RandomPassword(t)})
 	reg.Push(t, "team-a/app:v1", testbed.AppImage(t))
 	reg.Push(t, "public/base:v1", testbed.AppImage(t))
 
@@ -171,7 +174,7 @@ func testAllowlist(t *testing.T, b *bed) {
 // bed is one node with a policy, its registry proxy and a warmed image.
 type bed struct {
 	node  *testbed.RealNode
-	proxy *testbed.FaultProxy
+	proxy *faults.FaultProxy
 }
 
 // warmOnNode starts a node whose kubelet has config over the test bed's,
@@ -182,15 +185,15 @@ type bed struct {
 func warmOnNode(t *testing.T, reg *testbed.Registry, config map[string]any, want string, images ...string) *bed {
 	t.Helper()
 	// The proxy passes everything through; it is here for its request log.
-	proxy := testbed.StartFaultProxy(t, reg.Host)
+	proxy := faults.StartFaultProxy(t, reg.Host)
 	n := testbed.StartNode(t, testbed.NodeOptions{Mirrors: map[string]string{mirrored: proxy.Host}, KubeletConfig: config})
 	b := &bed{node: n, proxy: proxy}
 	b.wantPolicy(t, want)
 	for _, ns := range []string{owner, other} {
 		b.namespace(t, ns)
 	}
-	b.create(t, testbed.DockerConfigSecret(owner, secretName, mirrored, reg.Username(), reg.Password()))
-	iw := testbed.NewWarm(owner, "app", nil, images...)
+	b.create(t, build.DockerConfigSecret(owner, secretName, mirrored, reg.Username(), reg.Password()))
+	iw := build.ImageWarm(owner, "app", build.Images(images...))
 	iw.Spec.ImagePullSecrets = []warmv1.SecretReference{{Name: secretName}}
 	b.create(t, iw)
 

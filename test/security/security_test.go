@@ -25,6 +25,8 @@ import (
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/build"
+	"github.com/warmer-dev/warmer/test/testbed/hostcheck"
 )
 
 const (
@@ -63,10 +65,10 @@ func TestSecrets(t *testing.T) {
 	exitPlugin := regs.Auth.PushRandom(t, "private/exitplugin:v1", small).Ref
 	jsonPlugin := regs.Auth.PushRandom(t, "private/jsonplugin:v1", small).Ref
 	secrets := []*corev1.Secret{
-		testbed.DockerConfigSecret(nsA, "regcred", regs.Auth.Host, user, pass),
-		testbed.DockerConfigSecret(nsA, "badcred", regs.Auth.Host, user, wrong),
+		build.DockerConfigSecret(nsA, "regcred", regs.Auth.Host, user, pass),
+		build.DockerConfigSecret(nsA, "badcred", regs.Auth.Host, user, wrong),
 		legacySecret(nsA, "legacycred", regs.Auth.Host, user, pass),
-		testbed.DockerConfigSecret(nsB, "cross", regs.Auth.Host, user, pass),
+		build.DockerConfigSecret(nsB, "cross", regs.Auth.Host, user, pass),
 	}
 	for _, s := range secrets {
 		f.Create(t, s)
@@ -74,7 +76,7 @@ func TestSecrets(t *testing.T) {
 	f.Create(t, warmWith(nsA, "private", "regcred", private))
 	f.Create(t, warmWith(nsA, "denied", "badcred", denied))
 	f.Create(t, warmWith(nsA, "legacy", "legacycred", legacy))
-	f.Create(t, testbed.NewWarm(nsA, "plugins", nil, viaPlugin, exitPlugin, jsonPlugin))
+	f.Create(t, build.ImageWarm(nsA, "plugins", build.Images(viaPlugin, exitPlugin, jsonPlugin)))
 
 	t.Run("right and legacy secrets pull", func(t *testing.T) {
 		testbed.Eventually(t, 90*time.Second, "private images", func() error { return f.Nodes[node].AllPresent(t, private, legacy) })
@@ -91,10 +93,10 @@ func TestSecrets(t *testing.T) {
 		testBorrow(t, f, borrowed)
 	})
 	t.Run("secret values appear nowhere", func(t *testing.T) {
-		needles := append(secretForms(user, pass, wrong, secrets), testbed.LeakForms("the failing plugins' password", user, pluginPass)...)
+		needles := append(secretForms(user, pass, wrong, secrets), hostcheck.LeakForms("the failing plugins' password", user, pluginPass)...)
 		shown := everythingWarmerShows(t, f)
 		// The search must cover the failure paths, where a leak is likeliest.
-		testbed.SearchLeaks(t, shown, map[string][]string{"the agent's log": {denied, "sec-exit", "sec-json"}, "events.k8s.io events": {"InvalidPullSecret", "CredentialProviderFailed"},
+		hostcheck.SearchLeaks(t, shown, map[string][]string{"the agent's log": {denied, "sec-exit", "sec-json"}, "events.k8s.io events": {"InvalidPullSecret", "CredentialProviderFailed"},
 			"NodeWarms": {"401 Unauthorized", "PluginFailed", "PluginBadResponse"}, "ImageWarms": {"Unauthorized", "CredentialProviderFailed"},
 			"the agent's /metrics": {`reason="Unauthorized"`, `result="PluginBadResponse"`}}, needles)
 	})
@@ -184,7 +186,7 @@ func secretRequests(t *testing.T, path string) map[string]bool {
 }
 
 func warmWith(ns, name, secret string, images ...string) *warmv1.ImageWarm {
-	iw := testbed.NewWarm(ns, name, nil, images...)
+	iw := build.ImageWarm(ns, name, build.Images(images...))
 	iw.Spec.ImagePullSecrets = []warmv1.SecretReference{{Name: secret}}
 	return iw
 }
@@ -220,11 +222,11 @@ func waitReason(t *testing.T, f *testbed.Fleet, ns, warm, image, reason string) 
 
 // secretForms are the ways a secret value could leak: as written, in
 // base64 alone or as docker's auth field, and as the Secret's data.
-func secretForms(user, pass, wrong string, secrets []*corev1.Secret) []testbed.Needle {
-	out := append(testbed.LeakForms("the password", user, pass), testbed.LeakForms("the wrong password", user, wrong)...)
+func secretForms(user, pass, wrong string, secrets []*corev1.Secret) []hostcheck.Needle {
+	out := append(hostcheck.LeakForms("the password", user, pass), hostcheck.LeakForms("the wrong password", user, wrong)...)
 	for _, s := range secrets {
 		for k, v := range s.Data {
-			out = append(out, testbed.Needle{Name: s.Namespace + "/" + s.Name + " " + k + " in base64", Value: base64.StdEncoding.EncodeToString(v)})
+			out = append(out, hostcheck.Needle{Name: s.Namespace + "/" + s.Name + " " + k + " in base64", Value: base64.StdEncoding.EncodeToString(v)})
 		}
 	}
 	return out

@@ -31,6 +31,7 @@ import (
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/controllers/agent"
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/build"
 )
 
 const (
@@ -82,7 +83,7 @@ func TestStartupTaint(t *testing.T) {
 // image, before warmer is installed: the scheduler keeps the Pod off the
 // tainted node.
 func waitingPod(t *testing.T, n *testbed.RealNode) *corev1.Pod {
-	iw := testbed.NewWarm(ns, "app", nil, app)
+	iw := build.ImageWarm(ns, "app", build.Images(app))
 	iw.Spec.StartupTaint = true
 	create(t, n, iw)
 	pod := &corev1.Pod{
@@ -152,7 +153,7 @@ func testWarm(t *testing.T, n *testbed.RealNode, pod *corev1.Pod) {
 // cannot come, and removes it at the deadline. The agent's own token may
 // remove that taint and change nothing else of the Node.
 func testDeadline(t *testing.T, n *testbed.RealNode) {
-	iw := testbed.NewWarm(ns, "broken", nil, missing)
+	iw := build.ImageWarm(ns, "broken", build.Images(missing))
 	iw.Spec.StartupTaint = true
 	create(t, n, iw)
 	retaint(t, n)

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/test/testbed/hostcheck"
 )
 
 // ControlPlane is a real kube-apiserver and etcd, with warmer's CRDs
@@ -71,10 +72,10 @@ func startControlPlane(t TB, configure func(*envtest.Environment)) *ControlPlane
 	abs, _ := filepath.EvalSymlinks(assets)
 	pids := childrenRunning(abs)
 	for _, pid := range pids {
-		guardGroup(pid) // envtest gives each its own process group
+		hostcheck.GuardGroup(pid) // envtest gives each its own process group
 	}
 	for _, dir := range envtestDirs(env) {
-		guardDir(dir)
+		hostcheck.GuardDir(dir)
 	}
 	if err != nil {
 		// envtest leaves its processes running when, say, a CRD is refused.
@@ -87,7 +88,7 @@ func startControlPlane(t TB, configure func(*envtest.Environment)) *ControlPlane
 			t.Logf("stopping the control plane: %v", err)
 		}
 		for _, pid := range cp.pids {
-			unguardGroup(pid)
+			hostcheck.UnguardGroup(pid)
 		}
 		for _, dir := range cp.dirs {
 			_ = os.RemoveAll(dir)
@@ -222,7 +223,7 @@ func (cp *ControlPlane) RestartAPIServer(t TB, grace time.Duration) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	guardDir(keep)
+	hostcheck.GuardDir(keep)
 	cp.dirs = append(cp.dirs, keep)
 	if err := copyFiles(api.CertDir, keep); err != nil {
 		t.Fatalf("keeping the API server's certificates: %v", err)
@@ -231,7 +232,7 @@ func (cp *ControlPlane) RestartAPIServer(t TB, grace time.Duration) {
 	if err := endProcess(pid, grace); err != nil {
 		t.Fatalf("stopping kube-apiserver: %v", err)
 	}
-	unguardGroup(pid)
+	hostcheck.UnguardGroup(pid)
 	cp.pids = slices.DeleteFunc(cp.pids, func(p int) bool { return p == pid })
 	// The process is gone; this only tidies envtest's bookkeeping.
 	_ = api.Stop()
@@ -240,7 +241,7 @@ func (cp *ControlPlane) RestartAPIServer(t TB, grace time.Duration) {
 		t.Fatalf("starting kube-apiserver again: %v", err)
 	}
 	pid = cp.apiServerPid(t)
-	guardGroup(pid)
+	hostcheck.GuardGroup(pid)
 	cp.pids = append(cp.pids, pid)
 	if api.Port != port {
 		t.Fatal(fmt.Errorf("kube-apiserver came back on port %s, not %s", api.Port, port))

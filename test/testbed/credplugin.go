@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"github.com/warmer-dev/warmer/test/testbed/hostcheck"
 )
 
 // CredentialPlugin is a credential-provider plugin set up for a test: a
@@ -102,7 +104,7 @@ func buildCredentialPlugin(t TB) string {
 			pluginBuild.err = err
 			return
 		}
-		guardDir(dir)
+		hostcheck.GuardDir(dir)
 		pluginBuild.path = filepath.Join(dir, "fakeplugin")
 		cmd := exec.Command("go", "build", "-o", pluginBuild.path, "./pkg/credprovider/testdata/fakeplugin")
 		cmd.Dir = RepoRoot(t)

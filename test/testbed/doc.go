@@ -14,6 +14,25 @@
 // KUBEBUILDER_ASSETS must name a folder with kube-apiserver and etcd,
 // WARMER_NODE_ASSETS (for a real node) one with the kubelet and containerd
 // 2.x, and containerd and docker-registry must be on PATH.
+//
+// This package holds the launchers: the control plane, registries and
+// their images, containerd, the simulated fleet and the real node, the
+// warmer binary, helm and Prometheus, with what sets up where their
+// processes run (audit.go: the API server's Secret audit log; memcg.go: a
+// memory cgroup to measure a process in, which shares the real node's
+// cgroup code). What they use, or tests use beside them, without starting
+// a process lives in packages of its own below:
+//
+//   - build: the Kubernetes objects tests create (ImageWarm with options,
+//     DockerConfigSecret, RealisticRefs);
+//   - faults: proxies that stand between containerd and a registry and
+//     misbehave on demand (FaultProxy, SlowProxy);
+//   - hostcheck: the guard that undoes the test bed's changes to the host
+//     when the test binary dies, the race detector's reports in a
+//     process's log (CheckRaces, RaceEnabled), and the search for leaked
+//     secrets (SearchLeaks).
+//
+// None of them imports this package.
 package testbed
 
 // TB is the part of testing.TB the test bed uses. A *testing.T satisfies it;

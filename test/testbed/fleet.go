@@ -9,9 +9,7 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -289,18 +287,6 @@ func (f *Fleet) Create(t TB, obj client.Object) {
 	}
 }
 
-// NewWarm builds an ImageWarm of images; a nil selector selects every node.
-func NewWarm(ns, name string, selector map[string]warmv1.LabelValue, images ...string) *warmv1.ImageWarm {
-	iw := &warmv1.ImageWarm{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	for _, img := range images {
-		iw.Spec.Images = append(iw.Spec.Images, warmv1.ImageReference(img))
-	}
-	if selector != nil {
-		iw.Spec.NodeSelector = &warmv1.NodeSelector{MatchLabels: selector}
-	}
-	return iw
-}
-
 // Events lists the events.k8s.io events about an ImageWarm with a reason
 // (any reason when empty).
 func (f *Fleet) Events(t TB, ns, name, reason string) []eventsv1.Event {
@@ -344,15 +330,4 @@ func (n *Node) Metric(t TB, name string, fragments ...string) float64 {
 		}
 	}
 	return sum
-}
-
-// DockerConfigSecret builds a kubernetes.io/dockerconfigjson Secret with one
-// registry's credentials.
-func DockerConfigSecret(ns, name, host, user, pass string) *corev1.Secret {
-	cfg := fmt.Sprintf(`{"auths":{%q:{"username":%q,"password":%q}}}`, host, user, pass)
-	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Type:       corev1.SecretTypeDockerConfigJson,
-		Data:       map[string][]byte{corev1.DockerConfigJsonKey: []byte(cfg)},
-	}
 }

@@ -17,6 +17,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/warmer-dev/warmer/test/testbed/hostcheck"
 )
 
 // PauseImage is the sandbox image a real node's containerd uses. Nothing
@@ -48,7 +50,7 @@ func BuildGo(t TB, pkg string) string {
 			b.err = err
 			return
 		}
-		guardDir(dir)
+		hostcheck.GuardDir(dir)
 		b.path = filepath.Join(dir, filepath.Base(pkg))
 		cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", b.path, pkg)
 		cmd.Dir = RepoRoot(t)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/warmer-dev/warmer/test/testbed/hostcheck"
 )
 
 // MemoryCgroup is a memory cgroup of the test's own, for a process whose
@@ -53,7 +55,7 @@ func NewMemoryCgroup(t TB, name string) (*MemoryCgroup, error) {
 	if err := os.Mkdir(c.dir(), 0o755); err != nil {
 		return nil, fmt.Errorf("creating memory cgroup: %w", err)
 	}
-	guardHost("cgroup", c.name)
+	hostcheck.GuardHost("cgroup", c.name)
 	t.Cleanup(func() {
 		if err := removeCgroup([]string{c.hierarchy}, c.name, 10*time.Second); err != nil {
 			t.Logf("removing memory cgroup (the guard tries again when the test binary ends): %v", err)

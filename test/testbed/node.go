@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/warmer-dev/warmer/test/testbed/hostcheck"
 )
 
 // NodeAssetsEnv names the folder with the real node's binaries (kubelet,
@@ -82,7 +84,7 @@ func StartNode(t TB, opts NodeOptions) *RealNode {
 	if opts.Name == "" {
 		opts.Name = "bed-node"
 	}
-	if err := theGuard.lock(nodeLock); err != nil {
+	if err := hostcheck.GuardLock(nodeLock); err != nil {
 		t.Fatalf("waiting for the machine's real node: %v", err)
 	}
 	n := &RealNode{Name: opts.Name, dir: shortDir(t, "node"), cgroup: "wb-" + opts.Name + "-" + randomToken(), assets: assets}
@@ -108,7 +110,7 @@ func StartNode(t TB, opts NodeOptions) *RealNode {
 	n.Containerd = StartContainerd(t, n.Name, opt...)
 	// containerd's shims leave its process group as they start; they name
 	// its socket.
-	guardHost("procs", n.Containerd.Socket)
+	hostcheck.GuardHost("procs", n.Containerd.Socket)
 	n.importPause(t)
 	t.Cleanup(n.removePods)
 	n.startKubelet(t, assets, opts)

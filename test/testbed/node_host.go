@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/warmer-dev/warmer/test/testbed/hostcheck"
 )
 
 // What a real node changes on the host, and how the test bed undoes it.
@@ -57,7 +59,7 @@ func saveSysctls(t TB) {
 		t.Fatalf("reading the host's sysctls: %v", err)
 	}
 	for _, k := range KubeletSysctls {
-		guardHost("sysctl", k, saved[k])
+		hostcheck.GuardHost("sysctl", k, saved[k])
 	}
 	t.Cleanup(func() {
 		for _, k := range KubeletSysctls {
@@ -89,7 +91,7 @@ func addNodeAddress(t TB) string {
 		ip = fmt.Sprintf("198.18.%d.%d", rand.IntN(256), 1+rand.IntN(254))
 	}
 	cidr := ip + "/32"
-	guardHost("addr", cidr, "lo")
+	hostcheck.GuardHost("addr", cidr, "lo")
 	if out, err := exec.Command("ip", "addr", "add", cidr, "dev", "lo").CombinedOutput(); err != nil {
 		t.Fatalf("adding %s to lo: %v: %s", cidr, err, out)
 	}
@@ -132,7 +134,7 @@ func makeCgroupRoot(t TB, name string) {
 	if err != nil || len(hs) == 0 {
 		t.Fatalf("finding the cgroup hierarchies: %v", err)
 	}
-	guardHost("cgroup", name)
+	hostcheck.GuardHost("cgroup", name)
 	for _, h := range hs {
 		dir := filepath.Join(h, name)
 		if err := os.Mkdir(dir, 0o755); err != nil {
@@ -270,7 +272,7 @@ func guardHostPaths(t TB) []string {
 	for _, p := range hostPaths {
 		if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
 			made = append(made, p)
-			guardDir(p)
+			hostcheck.GuardDir(p)
 		}
 	}
 	t.Cleanup(func() {
@@ -288,7 +290,7 @@ func guardHostPaths(t TB) []string {
 // removed at cleanup.
 func guardLogLinks(t TB, podLogs string) {
 	t.Helper()
-	guardHost("links", containerLogLinks, podLogs)
+	hostcheck.GuardHost("links", containerLogLinks, podLogs)
 	t.Cleanup(func() { removeLinksInto(containerLogLinks, podLogs) })
 }
 

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/warmer-dev/warmer/test/testbed/hostcheck"
 )
 
 // process is a child process the test bed owns.
@@ -40,13 +42,13 @@ func startProcess(name, logPath string, env []string, argv ...string) (*process,
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
 	p := &process{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
-	guardGroup(cmd.Process.Pid)
+	hostcheck.GuardGroup(cmd.Process.Pid)
 	go func() {
 		p.err = cmd.Wait()
 		_ = out.Close()
 		// The group may still hold children of the process; end them too.
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		unguardGroup(cmd.Process.Pid)
+		hostcheck.UnguardGroup(cmd.Process.Pid)
 		close(p.done)
 	}()
 	return p, nil
@@ -145,7 +147,7 @@ func shortDir(t TB, prefix string) string {
 	if err != nil {
 		t.Fatalf("making a directory: %v", err)
 	}
-	guardDir(dir)
+	hostcheck.GuardDir(dir)
 	t.Cleanup(func() {
 		unmountBelow(dir)
 		if err := os.RemoveAll(dir); err != nil {
@@ -214,4 +216,44 @@ func lookPath(name string) (string, error) {
 		return "", fmt.Errorf("%s is not installed: run `make testbed` (it installs containerd and docker-registry with apt)", name)
 	}
 	return p, err
+}
+
+// childrenRunning lists the pids of this process's children whose executable
+// lies in dir. envtest starts etcd and kube-apiserver in process groups of
+// their own without telling us their pids; this finds them.
+func childrenRunning(dir string) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	self := os.Getpid()
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || parentOf(pid) != self {
+			continue
+		}
+		exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
+		if err == nil && strings.HasPrefix(exe, dir+"/") {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// parentOf reads a process's parent pid from /proc/PID/stat.
+func parentOf(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name may hold spaces and parentheses; fields resume
+	// after the last ')'.
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
 }

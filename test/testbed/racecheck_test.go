@@ -9,51 +9,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/warmer-dev/warmer/test/testbed/hostcheck"
 )
-
-// A log shaped like the race detector's output: two reports between log
-// lines, each opened by the marker and closed by a rule.
-const racyLog = `I0101 started
-==================
-WARNING: DATA RACE
-Write at 0x00c000012345 by goroutine 7:
-  main.worker()
-      /src/main.go:10 +0x44
-
-Previous read at 0x00c000012345 by goroutine 6:
-  main.reader()
-      /src/main.go:20 +0x38
-==================
-I0101 still going
-==================
-WARNING: DATA RACE
-Read at 0x00c000067890 by goroutine 9:
-  main.other()
-      /src/main.go:30 +0x11
-==================
-Found 2 data race(s)
-`
-
-func TestRaceReports(t *testing.T) {
-	reports, total := raceReports(racyLog)
-	if total != 2 || len(reports) != 2 {
-		t.Fatalf("want 2 reports, got %d of %d: %q", len(reports), total, reports)
-	}
-	if !strings.Contains(reports[0], "main.worker()") || !strings.Contains(reports[0], "main.reader()") ||
-		strings.Contains(reports[0], "still going") {
-		t.Errorf("first report is not the first race's text: %q", reports[0])
-	}
-	if !strings.HasPrefix(reports[1], raceMarker) || !strings.Contains(reports[1], "main.other()") {
-		t.Errorf("second report: %q", reports[1])
-	}
-	if _, total := raceReports("I0101 started\nall fine\n"); total != 0 {
-		t.Errorf("a clean log gave %d reports", total)
-	}
-	many := strings.Repeat(raceMarker+"\nstack\n"+raceRule+"\n", 5)
-	if reports, total := raceReports(many); total != 5 || len(reports) != maxRaceReports {
-		t.Errorf("five reports: got %d of %d, want %d of 5", len(reports), total, maxRaceReports)
-	}
-}
 
 // recordingTB is a TB whose failures are recorded instead of ending a test,
 // and whose cleanups run when the test says so.
@@ -91,7 +49,7 @@ func TestRaceInProcessFailsTest(t *testing.T) {
 		raceOnPurpose()
 		return
 	}
-	if !raceEnabled {
+	if !hostcheck.RaceEnabled {
 		t.Skip("needs the race detector: run with go test -race (make test does)")
 	}
 	t.Setenv(raceChildEnv, "1")
@@ -106,7 +64,7 @@ func TestRaceInProcessFailsTest(t *testing.T) {
 	if len(rec.errors) != 1 {
 		t.Fatalf("want one failure from the racy child, got %d: %q\nlog:\n%s", len(rec.errors), rec.errors, log)
 	}
-	if msg := rec.errors[0]; !strings.Contains(msg, raceMarker) || !strings.Contains(msg, "raceOnPurpose") {
+	if msg := rec.errors[0]; !strings.Contains(msg, "WARNING: DATA RACE") || !strings.Contains(msg, "raceOnPurpose") {
 		t.Errorf("the failure does not carry the race report: %s", msg)
 	}
 }
@@ -133,13 +91,13 @@ func TestWarmerBuiltWithRace(t *testing.T) {
 		name  string
 		build func(TB) string
 		want  bool
-	}{{"BuildWarmer", BuildWarmer, raceEnabled}, {"BuildPlainWarmer", BuildPlainWarmer, false}} {
+	}{{"BuildWarmer", BuildWarmer, hostcheck.RaceEnabled}, {"BuildPlainWarmer", BuildPlainWarmer, false}} {
 		out, err := exec.Command("go", "version", "-m", c.build(t)).CombinedOutput()
 		if err != nil {
 			t.Fatalf("go version -m: %v\n%s", err, out)
 		}
 		if got := strings.Contains(string(out), "-race=true"); got != c.want {
-			t.Errorf("%s: built with -race=%v, want %v (test binary -race=%v):\n%s", c.name, got, c.want, raceEnabled, out)
+			t.Errorf("%s: built with -race=%v, want %v (test binary -race=%v):\n%s", c.name, got, c.want, hostcheck.RaceEnabled, out)
 		}
 		if c.want {
 			continue

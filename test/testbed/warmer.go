@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/warmer-dev/warmer/internal/image"
+	"github.com/warmer-dev/warmer/test/testbed/hostcheck"
 )
 
 // Process is a program the test runs, such as a warmer agent, with its
@@ -30,7 +31,7 @@ func StartProcess(t TB, name string, argv ...string) *Process {
 	pr := &Process{p: p}
 	t.Cleanup(func() {
 		pr.Stop()
-		checkRaces(t, name, pr.LogPath())
+		hostcheck.CheckRaces(t, name, pr.LogPath())
 	})
 	return pr
 }
@@ -67,7 +68,7 @@ var builds [2]struct {
 // StartProcess fails the test on a race report in its log.
 func BuildWarmer(t TB) string {
 	t.Helper()
-	return buildWarmer(t, raceEnabled)
+	return buildWarmer(t, hostcheck.RaceEnabled)
 }
 
 // BuildPlainWarmer compiles cmd/warmer without the race detector, whatever
@@ -93,7 +94,7 @@ func buildWarmer(t TB, race bool) string {
 			b.err = err
 			return
 		}
-		guardDir(dir)
+		hostcheck.GuardDir(dir)
 		b.path = filepath.Join(dir, "warmer")
 		cmd := exec.Command("go", warmerBuildArgs(b.path, race)...)
 		cmd.Dir = RepoRoot(t)

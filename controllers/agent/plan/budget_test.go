@@ -10,7 +10,7 @@ import (
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/pkg/imageref"
 	"github.com/warmer-dev/warmer/pkg/pullengine"
-	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/build"
 )
 
 // The NodeWarm's size budget (api/v1alpha1/limits.go), measured on what the
@@ -62,7 +62,7 @@ func nodeWarmBytes(t testing.TB, st warmv1.NodeWarmStatus) (int, float64) {
 // present and while they are being pulled; and that a present image's
 // entry still says what an operator needs: state, digest and who wants it.
 func TestNodeWarmBudget(t *testing.T) {
-	refs := testbed.RealisticRefs(warmv1.MaxImagesPerWarm)
+	refs := build.RealisticRefs(warmv1.MaxImagesPerWarm)
 	for _, c := range []struct {
 		name  string
 		state func(int) warmv1.ImageState
@@ -93,7 +93,7 @@ func TestNodeWarmBudget(t *testing.T) {
 // TestNodeWarmFailingEntry shows what a failing image costs: its message
 // and transition time are kept, in plain text, within the schema's bounds.
 func TestNodeWarmFailingEntry(t *testing.T) {
-	refs := testbed.RealisticRefs(10)
+	refs := build.RealisticRefs(10)
 	st := Decide(budgetInput(refs, func(int) warmv1.ImageState { return warmv1.ImageBackOff })).Status
 	for _, img := range st.Images {
 		if img.State != warmv1.ImageBackOff || img.Reason != "NotFound" || img.LastTransitionTime == nil ||
@@ -109,7 +109,7 @@ func TestNodeWarmFailingEntry(t *testing.T) {
 // 100 present images (make bench's "B/image" row); it measures size, not
 // time.
 func BenchmarkNodeWarmSize(b *testing.B) {
-	refs := testbed.RealisticRefs(warmv1.MaxImagesPerWarm)
+	refs := build.RealisticRefs(warmv1.MaxImagesPerWarm)
 	in := budgetInput(refs, func(int) warmv1.ImageState { return warmv1.ImagePresent })
 	var perImage float64
 	for b.Loop() {

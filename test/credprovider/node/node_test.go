@@ -29,6 +29,8 @@ import (
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/build"
+	"github.com/warmer-dev/warmer/test/testbed/hostcheck"
 )
 
 const (
@@ -55,7 +57,7 @@ func TestMain(m *testing.M) {
 // TestKubeletSharedProviders starts one node whose kubelet has the
 // plugins' flags, and warmer beside it with the same two flags.
 func TestKubeletSharedProviders(t *testing.T) {
-	pass, brokenPass := testbed.RandomPassword(t), testbed.RandomPassword(t)
+	pass, brokenPass := hostcheck.RandomPassword(t), hostcheck.RandomPassword(t)
 	reg := testbed.StartRegistry(t, testbed.RegistryOptions{Name: "crednode", Username: "robot", Password: pass})
 	reg.Push(t, "private/app:v1", testbed.AppImage(t))
 	reg.Push(t, "private/direct:v1", testbed.AppImage(t))
@@ -71,16 +73,16 @@ func TestKubeletSharedProviders(t *testing.T) {
 	// a Ready node means it took the file and found both plugins.
 	n := testbed.StartNode(t, testbed.NodeOptions{Mirrors: map[string]string{mirrored: reg.Host}, KubeletFlags: plugin.Flags()})
 	f := testbed.StartFleetBeside(t, n, testbed.DefaultAgent.With(plugin.Flags()...))
-	f.Create(t, testbed.NewWarm(ns, "app", nil, app))
-	f.Create(t, testbed.NewWarm(ns, "broken", nil, broken))
+	f.Create(t, build.ImageWarm(ns, "app", build.Images(app)))
+	f.Create(t, build.ImageWarm(ns, "broken", build.Images(broken)))
 
 	t.Run("WarmThroughPlugin", func(t *testing.T) { testWarm(t, f, plugin) })
 	t.Run("PodStartsWithoutPull", func(t *testing.T) { testPodUsesWarm(t, n) })
 	t.Run("KubeletUsesSamePlugin", func(t *testing.T) { testKubeletPulls(t, n, plugin) })
 	t.Run("FailingPlugin", func(t *testing.T) { testFailing(t, f) })
 	t.Run("NoCredentialShown", func(t *testing.T) {
-		testNoLeak(t, f, n, append(testbed.LeakForms("the registry's password", reg.Username(), pass),
-			testbed.LeakForms("the failing plugin's password", reg.Username(), brokenPass)...))
+		testNoLeak(t, f, n, append(hostcheck.LeakForms("the registry's password", reg.Username(), pass),
+			hostcheck.LeakForms("the failing plugin's password", reg.Username(), brokenPass)...))
 	})
 }
 
@@ -184,7 +186,7 @@ func testFailing(t *testing.T, f *testbed.Fleet) {
 // testNoLeak searches the agent's and the controller's logs, every event,
 // every status and the agent's /metrics for the credentials, after
 // checking each text covers what the test did.
-func testNoLeak(t *testing.T, f *testbed.Fleet, n *testbed.RealNode, needles []testbed.Needle) {
+func testNoLeak(t *testing.T, f *testbed.Fleet, n *testbed.RealNode, needles []hostcheck.Needle) {
 	node := only(f)
 	shown := map[string]string{
 		"the agent's log":      readFile(t, node.Agent.LogPath()),
@@ -202,7 +204,7 @@ func testNoLeak(t *testing.T, f *testbed.Fleet, n *testbed.RealNode, needles []t
 		b, _ := json.Marshal(list)
 		shown[what] = string(b)
 	}
-	testbed.SearchLeaks(t, shown, map[string][]string{
+	hostcheck.SearchLeaks(t, shown, map[string][]string{
 		"the agent's log":      {failing, broken},
 		"the agent's /metrics": {`result="PluginFailed"`, `result="Success"`},
 		"NodeWarms":            {"CredentialProviderFailed", good},

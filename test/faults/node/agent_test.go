@@ -11,13 +11,15 @@ import (
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/build"
+	"github.com/warmer-dev/warmer/test/testbed/faults"
 )
 
 // TestAgentKilledMidPull SIGKILLs the agent while it pulls, and starts it
 // again: it has no state but what it finds in the runtime and the API.
 func TestAgentKilledMidPull(t *testing.T) {
 	reg := testbed.StartRegistry(t, testbed.RegistryOptions{})
-	slow := testbed.StartSlowProxy(t, reg.Host, 1<<20)
+	slow := faults.StartSlowProxy(t, reg.Host, 1<<20)
 	// Three small images come first and finish before the kill; the four
 	// slow ones (4 s each at 1 MB/s, three at a time) are caught under way.
 	fast := pushSmall(t, reg, "kill/fast", 3, testbed.MB)
@@ -28,9 +30,9 @@ func TestAgentKilledMidPull(t *testing.T) {
 
 	// The fast images are present before the slow ones start, so that the
 	// kill finds the slow ones under way and the fast ones done.
-	f.Create(t, testbed.NewWarm(ns, "fast", nil, refs[4:]...))
+	f.Create(t, build.ImageWarm(ns, "fast", build.Images(refs[4:]...)))
 	testbed.Eventually(t, 60*time.Second, "fast images present", func() error { return n.AllPresent(t, refs[4:]...) })
-	f.Create(t, testbed.NewWarm(ns, "slow", nil, refs[:4]...))
+	f.Create(t, build.ImageWarm(ns, "slow", build.Images(refs[:4]...)))
 	waitPulling(t, f, "node-1", key(t, refs[0]))
 	n.Agent.Kill()
 	// The runtime ends the pulls of a client that went away.

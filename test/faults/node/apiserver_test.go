@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/build"
 )
 
 // TestAPIServerRestarted restarts kube-apiserver (etcd kept, same address
@@ -17,7 +18,7 @@ func TestAPIServerRestarted(t *testing.T) {
 	a, b, c := imgs[0].Ref, imgs[1].Ref, imgs[2].Ref
 	f := startFleet(t, map[string]map[string]string{"node-1": nil, "node-2": nil}, testbed.FleetOptions{})
 
-	f.Create(t, testbed.NewWarm(ns, "before", nil, a, b))
+	f.Create(t, build.ImageWarm(ns, "before", build.Images(a, b)))
 	testbed.Eventually(t, 90*time.Second, "first ImageWarm Ready", func() error { return warmReady(f, "before", 2) })
 
 	start := time.Now()
@@ -25,7 +26,7 @@ func TestAPIServerRestarted(t *testing.T) {
 	t.Logf("kube-apiserver stopped and started again in %v", time.Since(start).Round(100*time.Millisecond))
 	back := time.Now()
 
-	f.Create(t, testbed.NewWarm(ns, "after", nil, b, c))
+	f.Create(t, build.ImageWarm(ns, "after", build.Images(b, c)))
 	testbed.Eventually(t, 120*time.Second, "ImageWarm created after the restart Ready", func() error { return warmReady(f, "after", 2) })
 	t.Logf("ImageWarm created after the restart Ready %v after the API server was back", time.Since(back).Round(100*time.Millisecond))
 	if err := warmReady(f, "before", 2); err != nil {

@@ -18,6 +18,7 @@ import (
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/build"
 )
 
 const (
@@ -182,7 +183,7 @@ func warm(name string, s churnSpec, imgs []testbed.Image) *warmv1.ImageWarm {
 	for _, i := range s.images {
 		refs = append(refs, imgs[i].Ref)
 	}
-	return testbed.NewWarm(ns, name, sel, refs...)
+	return build.ImageWarm(ns, name, build.Images(refs...), build.Selector(sel))
 }
 
 // anySpec may select anything and ask for any image, including the sixth,

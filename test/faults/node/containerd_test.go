@@ -8,6 +8,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/build"
+
+	"github.com/warmer-dev/warmer/test/testbed/faults"
 )
 
 // TestContainerdKilledDuringPulls kills a node's containerd while the agent
@@ -16,13 +19,13 @@ func TestContainerdKilledDuringPulls(t *testing.T) {
 	reg := testbed.StartRegistry(t, testbed.RegistryOptions{})
 	// 1 MB/s per connection: a 4 MB image takes about 4 s, so the kill
 	// finds pulls in flight.
-	slow := testbed.StartSlowProxy(t, reg.Host, 1<<20)
+	slow := faults.StartSlowProxy(t, reg.Host, 1<<20)
 	refs := through(pushSmall(t, reg, "crash/app", 4, 4*testbed.MB), reg, slow)
 	f := startFleet(t, map[string]map[string]string{"node-1": nil}, testbed.FleetOptions{})
 	n := f.Nodes["node-1"]
 	testbed.Eventually(t, 30*time.Second, "agent ready", func() error { return ready(n) })
 
-	f.Create(t, testbed.NewWarm(ns, "crash", nil, refs...))
+	f.Create(t, build.ImageWarm(ns, "crash", build.Images(refs...)))
 	waitPulling(t, f, "node-1", key(t, refs[0]))
 	n.Containerd.Kill()
 	killed := time.Now()

@@ -10,6 +10,7 @@ import (
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/build"
 )
 
 // TestControllerDown kills the controller (SIGKILL: its leader lease is not
@@ -24,11 +25,11 @@ func TestControllerDown(t *testing.T) {
 	f := startFleet(t, map[string]map[string]string{"node-1": nil, "node-2": nil}, testbed.FleetOptions{})
 
 	// A first ImageWarm made Ready shows the controller leads before it dies.
-	f.Create(t, testbed.NewWarm(ns, "first", nil, refs[0]))
+	f.Create(t, build.ImageWarm(ns, "first", build.Images(refs[0])))
 	testbed.Eventually(t, 90*time.Second, "first ImageWarm Ready", func() error { return warmReady(f, "first", 2) })
 	f.Controller.Kill()
 	killed := time.Now()
-	f.Create(t, testbed.NewWarm(ns, "headless", nil, refs[1:]...))
+	f.Create(t, build.ImageWarm(ns, "headless", build.Images(refs[1:]...)))
 	for name, n := range f.Nodes {
 		testbed.Eventually(t, 90*time.Second, "images on "+name+" without a controller", func() error { return n.AllPresent(t, refs...) })
 		testbed.Eventually(t, 30*time.Second, "NodeWarm of "+name+" reports them", func() error {

@@ -10,8 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/build"
+	"github.com/warmer-dev/warmer/test/testbed/faults"
 )
 
 // TestLabelFlapAndDeleteMidPull toggles the label that selects a node many
@@ -20,14 +21,14 @@ import (
 // ImageWarms ask for.
 func TestLabelFlapAndDeleteMidPull(t *testing.T) {
 	reg := testbed.StartRegistry(t, testbed.RegistryOptions{})
-	slow := testbed.StartSlowProxy(t, reg.Host, 1<<20)
+	slow := faults.StartSlowProxy(t, reg.Host, 1<<20)
 	small := pushSmall(t, reg, "flap/app", 3, testbed.MB)
 	bulk := through(pushSmall(t, reg, "flap/bulk", 4, 8*testbed.MB), reg, slow)
 	f := startFleet(t, map[string]map[string]string{"node-1": {"pool": "web"}}, testbed.FleetOptions{})
 	web := []string{small[0].Ref, small[1].Ref}
 	batch := []string{small[2].Ref}
-	f.Create(t, testbed.NewWarm(ns, "web", map[string]warmv1.LabelValue{"pool": "web"}, web...))
-	f.Create(t, testbed.NewWarm(ns, "batch", map[string]warmv1.LabelValue{"pool": "batch"}, batch...))
+	f.Create(t, build.ImageWarm(ns, "web", build.Images(web...), build.MatchLabel("pool", "web")))
+	f.Create(t, build.ImageWarm(ns, "batch", build.Images(batch...), build.MatchLabel("pool", "batch")))
 
 	for _, last := range []string{"web", "batch", "web"} {
 		start := time.Now()
@@ -49,7 +50,7 @@ func TestLabelFlapAndDeleteMidPull(t *testing.T) {
 	// Flips may have cancelled pulls of the small images too.
 	canceledBefore := n.Metric(t, "warmer_image_pulls_total", `reason="Canceled"`)
 	t.Logf("%v pulls cancelled by the label flips", canceledBefore)
-	f.Create(t, testbed.NewWarm(ns, "bulk", map[string]warmv1.LabelValue{corev1.LabelHostname: "node-1"}, bulk...))
+	f.Create(t, build.ImageWarm(ns, "bulk", build.Images(bulk...), build.MatchLabel(corev1.LabelHostname, "node-1")))
 	waitPulling(t, f, "node-1", key(t, bulk[0]))
 	if err := f.CP.Client.Delete(context.Background(), f.ImageWarm(t, ns, "bulk")); err != nil {
 		t.Fatal(err)

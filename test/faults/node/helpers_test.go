@@ -25,6 +25,7 @@ import (
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/pkg/imageref"
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/faults"
 )
 
 const ns = "faults"
@@ -220,7 +221,7 @@ func pushSmall(t *testing.T, r *testbed.Registry, prefix string, n int, size int
 }
 
 // through rewrites image references to go through a proxy.
-func through(imgs []testbed.Image, r *testbed.Registry, proxy *testbed.SlowProxy) []string {
+func through(imgs []testbed.Image, r *testbed.Registry, proxy *faults.SlowProxy) []string {
 	var out []string
 	for _, img := range imgs {
 		out = append(out, strings.Replace(img.Ref, r.Host, proxy.Host, 1))

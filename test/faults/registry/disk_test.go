@@ -16,6 +16,8 @@ import (
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/pkg/pullengine"
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/build"
+	"github.com/warmer-dev/warmer/test/testbed/faults"
 )
 
 // diskSize is the image filesystem of the disk nodes: a real tmpfs, small
@@ -48,7 +50,7 @@ func testGuard(t *testing.T, f *testbed.Fleet, reg *testbed.Registry, node strin
 	// node has no NodeWarm to watch yet: outwait the cache, or a pull could
 	// start on a reading from before the filler.
 	time.Sleep(pullengine.DefaultDiskCheckInterval + testbed.BusyMargin)
-	p := testbed.StartFaultProxy(t, reg.Host)
+	p := faults.StartFaultProxy(t, reg.Host)
 	ref := via(reg.PushRandom(t, "disk/fill:v1", testbed.ImageOptions{LayerSize: testbed.MB}), reg, p)
 	warmOn(t, f, "fill", node, 0, ref)
 	got := waitReason(t, f, node, ref, "DiskPressure", 60*time.Second)
@@ -80,7 +82,7 @@ func testGuard(t *testing.T, f *testbed.Fleet, reg *testbed.Registry, node strin
 // pull, not pull again at once (it did, dozens of times a second, before
 // runtime out-of-space failures started a back-off).
 func testOutOfSpace(t *testing.T, f *testbed.Fleet, reg *testbed.Registry, node string) {
-	p := testbed.StartFaultProxy(t, reg.Host)
+	p := faults.StartFaultProxy(t, reg.Host)
 	// 40 MB of content plus 40 MB unpacked: more than the 64 MB there are.
 	ref := via(reg.PushRandom(t, "disk/huge:v1", testbed.ImageOptions{LayerSize: 40 * testbed.MB}), reg, p)
 	created := time.Now()
@@ -129,7 +131,7 @@ func testOutOfSpace(t *testing.T, f *testbed.Fleet, reg *testbed.Registry, node 
 // warmOn is warm for one node.
 func warmOn(t *testing.T, f *testbed.Fleet, name, node string, timeout time.Duration, refs ...string) {
 	t.Helper()
-	iw := testbed.NewWarm(ns, name, map[string]warmv1.LabelValue{corev1.LabelHostname: warmv1.LabelValue(node)}, refs...)
+	iw := build.ImageWarm(ns, name, build.Images(refs...), build.MatchLabel(corev1.LabelHostname, node))
 	create(t, f, iw, timeout)
 }
 

@@ -12,6 +12,8 @@ import (
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/build"
+	"github.com/warmer-dev/warmer/test/testbed/faults"
 )
 
 const (
@@ -45,7 +47,7 @@ func agentSettings(extra ...string) *testbed.AgentSettings {
 var recovered = settings.BackOffMax + testbed.SettleMargin
 
 // via rewrites an image reference to go through a proxy.
-func via(img testbed.Image, reg *testbed.Registry, p *testbed.FaultProxy) string {
+func via(img testbed.Image, reg *testbed.Registry, p *faults.FaultProxy) string {
 	return strings.Replace(img.Ref, reg.Host, p.Host, 1)
 }
 
@@ -53,7 +55,7 @@ func via(img testbed.Image, reg *testbed.Registry, p *testbed.FaultProxy) string
 // the subtest, so that its failing pulls stop competing with the next.
 func warm(t *testing.T, f *testbed.Fleet, name string, timeout time.Duration, refs ...string) {
 	t.Helper()
-	create(t, f, testbed.NewWarm(ns, name, nil, refs...), timeout)
+	create(t, f, build.ImageWarm(ns, name, build.Images(refs...)), timeout)
 }
 
 // create creates iw with a pullTimeout, if any, and deletes it at cleanup.
@@ -118,7 +120,7 @@ func failedEvent(t *testing.T, f *testbed.Fleet, name, reason string) (string, e
 // resolves a tag with one HEAD, and repeats it at once on some answers
 // (429), so HEADs less than half a second apart are one attempt. It
 // returns when each attempt started and how many requests it made.
-func attempts(reqs []testbed.ProxyRequest) ([]time.Time, []int) {
+func attempts(reqs []faults.ProxyRequest) ([]time.Time, []int) {
 	var starts []time.Time
 	var sizes []int
 	var last time.Time
@@ -138,7 +140,7 @@ func attempts(reqs []testbed.ProxyRequest) ([]time.Time, []int) {
 
 // waitAttempts waits until the proxy has seen n pull attempts, for as long
 // as the back-off between them may take.
-func waitAttempts(t *testing.T, p *testbed.FaultProxy, n int) ([]time.Time, []int) {
+func waitAttempts(t *testing.T, p *faults.FaultProxy, n int) ([]time.Time, []int) {
 	t.Helper()
 	var starts []time.Time
 	var sizes []int

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/warmer-dev/warmer/test/testbed"
+
+	"github.com/warmer-dev/warmer/test/testbed/faults"
 )
 
 const node = "node-1"
@@ -18,10 +20,10 @@ func TestRegistryFaults(t *testing.T) {
 
 	t.Run("registry stopped mid-pull then back", func(t *testing.T) { testStoppedMidPull(t, f) })
 	t.Run("500 answers", func(t *testing.T) {
-		testAnswers(t, f, reg, "five", testbed.Fault{Mode: testbed.Fault500}, "RegistryUnavailable")
+		testAnswers(t, f, reg, "five", faults.Fault{Mode: faults.Fault500}, "RegistryUnavailable")
 	})
 	t.Run("429 answers with Retry-After", func(t *testing.T) {
-		testAnswers(t, f, reg, "rate", testbed.Fault{Mode: testbed.Fault429, RetryAfter: 10 * time.Second}, "RateLimited")
+		testAnswers(t, f, reg, "rate", faults.Fault{Mode: faults.Fault429, RetryAfter: 10 * time.Second}, "RateLimited")
 	})
 	t.Run("connection resets", func(t *testing.T) { testResets(t, f, reg) })
 	t.Run("slow bodies", func(t *testing.T) { testSlow(t, f, reg) })
@@ -33,15 +35,15 @@ func TestRegistryFaults(t *testing.T) {
 // balancer in front of a dead registry does.
 func testStoppedMidPull(t *testing.T, f *testbed.Fleet) {
 	flaky := testbed.StartRegistry(t, testbed.RegistryOptions{Name: "flaky"})
-	p := testbed.StartFaultProxy(t, flaky.Host)
+	p := faults.StartFaultProxy(t, flaky.Host)
 	// Bigger than loopback's socket buffers, so the registry is still
 	// writing when it is stopped.
 	ref := via(flaky.PushRandom(t, "flaky/app:v1", testbed.ImageOptions{LayerSize: 24 * testbed.MB}), flaky, p)
-	p.Set(testbed.Fault{Mode: testbed.FaultSlow, Paths: testbed.BlobPaths, Rate: testbed.MB})
+	p.Set(faults.Fault{Mode: faults.FaultSlow, Paths: faults.BlobPaths, Rate: testbed.MB})
 	warm(t, f, "stopped", 0, ref)
 	testbed.Eventually(t, 60*time.Second, "a layer under way", func() error {
-		if p.Count(testbed.FaultSlow) < 2 { // config and layer
-			return errf("%d slow requests", p.Count(testbed.FaultSlow))
+		if p.Count(faults.FaultSlow) < 2 { // config and layer
+			return errf("%d slow requests", p.Count(faults.FaultSlow))
 		}
 		return nil
 	})
@@ -64,8 +66,8 @@ func testStoppedMidPull(t *testing.T, f *testbed.Fleet) {
 // testAnswers has the proxy answer every request with fault, checks the
 // reason, the Failed event and the back-off between attempts, then lets
 // requests through and waits for the image.
-func testAnswers(t *testing.T, f *testbed.Fleet, reg *testbed.Registry, name string, fault testbed.Fault, reason string) {
-	p := testbed.StartFaultProxy(t, reg.Host)
+func testAnswers(t *testing.T, f *testbed.Fleet, reg *testbed.Registry, name string, fault faults.Fault, reason string) {
+	p := faults.StartFaultProxy(t, reg.Host)
 	ref := via(reg.PushRandom(t, name+"/app:v1", testbed.ImageOptions{LayerSize: testbed.MB}), reg, p)
 	p.Set(fault)
 	warm(t, f, name, 0, ref)
@@ -85,12 +87,12 @@ func testAnswers(t *testing.T, f *testbed.Fleet, reg *testbed.Registry, name str
 // testResets cuts connections two ways: before a manifest answer, and in
 // the middle of a layer.
 func testResets(t *testing.T, f *testbed.Fleet, reg *testbed.Registry) {
-	early := testbed.StartFaultProxy(t, reg.Host)
-	mid := testbed.StartFaultProxy(t, reg.Host)
+	early := faults.StartFaultProxy(t, reg.Host)
+	mid := faults.StartFaultProxy(t, reg.Host)
 	earlyRef := via(reg.PushRandom(t, "reset/early:v1", testbed.ImageOptions{LayerSize: testbed.MB}), reg, early)
 	midRef := via(reg.PushRandom(t, "reset/mid:v1", testbed.ImageOptions{LayerSize: testbed.MB}), reg, mid)
-	early.Set(testbed.Fault{Mode: testbed.FaultReset, Paths: testbed.ManifestPaths})
-	mid.Set(testbed.Fault{Mode: testbed.FaultReset, Paths: testbed.BlobPaths, ResetAfter: 64 << 10})
+	early.Set(faults.Fault{Mode: faults.FaultReset, Paths: faults.ManifestPaths})
+	mid.Set(faults.Fault{Mode: faults.FaultReset, Paths: faults.BlobPaths, ResetAfter: 64 << 10})
 	warm(t, f, "reset", 0, earlyRef, midRef)
 	for _, ref := range []string{earlyRef, midRef} {
 		got := waitReason(t, f, node, ref, "RegistryUnavailable", 60*time.Second)
@@ -98,8 +100,8 @@ func testResets(t *testing.T, f *testbed.Fleet, reg *testbed.Registry) {
 			t.Errorf("%s: message %q does not say the connection was reset", ref, got.Message)
 		}
 	}
-	if early.Count(testbed.FaultReset) == 0 || mid.Count(testbed.FaultReset) == 0 {
-		t.Fatalf("resets: %d early, %d mid-body", early.Count(testbed.FaultReset), mid.Count(testbed.FaultReset))
+	if early.Count(faults.FaultReset) == 0 || mid.Count(faults.FaultReset) == 0 {
+		t.Fatalf("resets: %d early, %d mid-body", early.Count(faults.FaultReset), mid.Count(faults.FaultReset))
 	}
 	early.Pass()
 	mid.Pass()
@@ -111,7 +113,7 @@ func testResets(t *testing.T, f *testbed.Fleet, reg *testbed.Registry) {
 // it cannot meet, one without a timeout of its own (the agent's default is
 // 30 minutes), which arrives, late.
 func testSlow(t *testing.T, f *testbed.Fleet, reg *testbed.Registry) {
-	p := testbed.StartFaultProxy(t, reg.Host)
+	p := faults.StartFaultProxy(t, reg.Host)
 	const (
 		rate        = 256 << 10
 		pullTimeout = 10 * time.Second
@@ -121,7 +123,7 @@ func testSlow(t *testing.T, f *testbed.Fleet, reg *testbed.Registry) {
 	big := via(reg.PushRandom(t, "slow/big:v1", testbed.ImageOptions{LayerSize: 20 * testbed.MB}), reg, p)
 	small := via(reg.PushRandom(t, "slow/small:v1", testbed.ImageOptions{LayerSize: testbed.MB}), reg, p)
 	smallTime := time.Duration(testbed.MB) * time.Second / rate
-	p.Set(testbed.Fault{Mode: testbed.FaultSlow, Paths: testbed.BlobPaths, Rate: rate})
+	p.Set(faults.Fault{Mode: faults.FaultSlow, Paths: faults.BlobPaths, Rate: rate})
 	start := time.Now()
 	warm(t, f, "slow-timeout", pullTimeout, big)
 	warm(t, f, "slow-ok", 0, small)

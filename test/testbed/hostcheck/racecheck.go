@@ -1,4 +1,4 @@
-package testbed
+package hostcheck
 
 import (
 	"fmt"
@@ -38,10 +38,10 @@ func raceReports(log string) (reports []string, total int) {
 	return reports, total
 }
 
-// checkRaces fails the test when the log of the process name holds a race
+// CheckRaces fails the test when the log of the process name holds a race
 // report, and prints the first reports. It runs at cleanup, after the
 // process stopped, so that it sees everything the process wrote.
-func checkRaces(t TB, name, logPath string) {
+func CheckRaces(t TB, name, logPath string) {
 	b, err := os.ReadFile(logPath)
 	if err != nil {
 		t.Logf("%s: reading the log for race reports: %v", name, err)

@@ -1,12 +1,10 @@
-package testbed
+package hostcheck
 
 import (
 	"bufio"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -173,56 +171,20 @@ func startGuard() (io.WriteCloser, *bufio.Reader, error) {
 	return w, bufio.NewReader(out), nil
 }
 
-// guardGroup asks the guard to kill process group pgid if the test binary
-// dies before unguardGroup is called.
-func guardGroup(pgid int) { theGuard.send("pg", strconv.Itoa(pgid)) }
+// GuardGroup asks the guard to kill process group pgid if the test binary
+// dies before UnguardGroup is called.
+func GuardGroup(pgid int) { theGuard.send("pg", strconv.Itoa(pgid)) }
 
-// unguardGroup withdraws a process group that has been stopped.
-func unguardGroup(pgid int) { theGuard.send("unpg", strconv.Itoa(pgid)) }
+// UnguardGroup withdraws a process group that has been stopped.
+func UnguardGroup(pgid int) { theGuard.send("unpg", strconv.Itoa(pgid)) }
 
-// guardDir asks the guard to unmount and remove dir when the test binary ends.
-func guardDir(dir string) { theGuard.send("dir", dir) }
+// GuardDir asks the guard to unmount and remove dir when the test binary ends.
+func GuardDir(dir string) { theGuard.send("dir", dir) }
 
-// guardHost asks the guard to undo one host change (see guardScript for the
+// GuardHost asks the guard to undo one host change (see guardScript for the
 // kinds) when the test binary ends.
-func guardHost(kind string, args ...string) { theGuard.send(kind, strings.Join(args, " ")) }
+func GuardHost(kind string, args ...string) { theGuard.send(kind, strings.Join(args, " ")) }
 
-// childrenRunning lists the pids of this process's children whose executable
-// lies in dir. envtest starts etcd and kube-apiserver in process groups of
-// their own without telling us their pids; this finds them.
-func childrenRunning(dir string) []int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	self := os.Getpid()
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || parentOf(pid) != self {
-			continue
-		}
-		exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
-		if err == nil && strings.HasPrefix(exe, dir+"/") {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
-// parentOf reads a process's parent pid from /proc/PID/stat.
-func parentOf(pid int) int {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// The command name may hold spaces and parentheses; fields resume
-	// after the last ')'.
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 2 {
-		return 0
-	}
-	ppid, _ := strconv.Atoi(f[1])
-	return ppid
-}
+// GuardLock has the guard take an exclusive lock on path and waits until
+// it holds it. The lock lasts until the guard ends, after the test binary.
+func GuardLock(path string) error { return theGuard.lock(path) }
