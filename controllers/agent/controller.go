@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"time"
 
 	"github.com/warmer-dev/warmer/controllers/agent/plan"
@@ -48,8 +47,8 @@ var _ Engine = &pullengine.Engine{}
 // NodeAgent keeps the images that the ImageWarms matching one node ask
 // for present on that node, and reports them in the node's NodeWarm. Its
 // one reconcile key is the node. A pass gathers its inputs, lets the
-// planner (planner.go) decide, and applies the plan; all of the agent's
-// state belongs to the pass, except the inbox the engine reports to.
+// planner (package plan) decide, and applies the plan; what outlives a
+// pass is in one place (carried), besides the inbox the engine reports to.
 type NodeAgent struct {
 	// Client reads ImageWarms, the Node and the NodeWarm from the cache
 	// and writes the NodeWarm.
@@ -101,16 +100,27 @@ type NodeAgent struct {
 	// the initial value and doubles with each eviction in a row.
 	EvictionBackOffInitial, EvictionBackOffMax time.Duration
 
+	// trigger and inbox are the agent's plumbing: pokes for a pass, and
+	// the engine's reports waiting for one.
 	trigger chan event.GenericEvent
 	inbox   inbox
-	memo    plan.Memo
-	state   plan.State
-	report  reportState
-	// secretReads is what the last pass found wrong with each pull secret
-	// it read, for the next pass's planner.
-	secretReads map[types.NamespacedName]string
-	// pinProblem is the last pass's pin or unpin failure.
-	pinProblem string
+	// carry is everything one pass leaves for the next.
+	carry carried
+}
+
+// carried is all the agent keeps from one pass to the next; everything
+// else a pass builds, it drops. Passes run one at a time: the controller
+// has one worker (controller-runtime's default, which SetupWithManager
+// keeps), so nothing here is locked. Only the inbox, which the engine's
+// goroutines write, has a lock of its own.
+type carried struct {
+	// plan is the planner's memory (images, secret problems, warm tallies).
+	plan plan.State
+	// memo keeps parsed ImageWarms for as long as they do not change.
+	memo plan.Memo
+	// report is the NodeWarm as last read or written, and the write
+	// pacing's memory.
+	report reportState
 }
 
 // Listener is what the engine reports pulls to. It only queues them for
@@ -232,9 +242,9 @@ func (a *NodeAgent) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result,
 	}
 	in.Taint = a.taintInput(node)
 	out := plan.Decide(in)
-	a.state = out.State
 	taintErr := a.applyTaint(ctx, node, &out)
-	next, err := a.apply(ctx, node, nw, in.Desired, out)
+	next, err := a.apply(ctx, node, nw, &out)
+	a.carry.plan = out.State
 	return ctrl.Result{RequeueAfter: next}, errors.Join(err, taintErr)
 }
 
@@ -272,9 +282,9 @@ func (a *NodeAgent) gather(ctx context.Context, nw *warmv1.NodeWarm, desired pla
 	}
 	return plan.Input{
 		Now: a.Clock.Now(), ListedAt: listedAt, Desired: desired, Runtime: presence, Engine: engine,
-		Started: started, Results: results, Disk: a.Engine.DiskUsage(ctx), Secrets: a.secretReads,
+		Started: started, Results: results, Disk: a.Engine.DiskUsage(ctx),
 		Conditions: nw.Status.Conditions, RuntimeInfo: a.Runtime, CredentialProviders: a.CredentialProviders, Resync: a.ResyncPeriod,
-		PerImageEvents: a.PerImageEvents, State: a.state,
+		PerImageEvents: a.PerImageEvents, State: a.carry.plan,
 		Pins:            a.pinView(ctx),
 		EvictionBackOff: plan.BackOff{Initial: a.EvictionBackOffInitial, Max: a.EvictionBackOffMax},
 	}, nil
@@ -287,7 +297,7 @@ func (a *NodeAgent) desired(ctx context.Context, node *corev1.Node) (plan.Desire
 	if err := a.Client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		return plan.Desired{}, fmt.Errorf("listing ImageWarms: %w", err)
 	}
-	set, bad := a.memo.Desired(a.NodeName, node.Labels, list.Items)
+	set, bad := a.carry.memo.Desired(a.NodeName, node.Labels, list.Items)
 	for _, nn := range bad {
 		// The API server's validation should make this impossible.
 		log.FromContext(ctx).Info("Skipping ImageWarm with an unusable selector", "imagewarm", nn)
@@ -298,7 +308,7 @@ func (a *NodeAgent) desired(ctx context.Context, node *corev1.Node) (plan.Desire
 // apply carries out a plan: the engine's pulls (with their secrets),
 // events, metrics and the NodeWarm status. It returns when the next pass
 // is due.
-func (a *NodeAgent) apply(ctx context.Context, node *corev1.Node, nw *warmv1.NodeWarm, d plan.Desired, out plan.Output) (time.Duration, error) {
+func (a *NodeAgent) apply(ctx context.Context, node *corev1.Node, nw *warmv1.NodeWarm, out *plan.Output) (time.Duration, error) {
 	secrets := newSecretKeyrings(a.APIReader)
 	reqs := make([]pullengine.Request, len(out.Pulls))
 	for i, p := range out.Pulls {
@@ -306,11 +316,7 @@ func (a *NodeAgent) apply(ctx context.Context, node *corev1.Node, nw *warmv1.Nod
 			Keyring: secrets.keyring(ctx, p.Secrets)}
 	}
 	a.Engine.Sync(ctx, reqs)
-	a.applyPins(ctx, out.Pins, out.Unpins)
-	if reads := secrets.outcomes(); !maps.Equal(reads, a.secretReads) {
-		a.secretReads = reads
-		a.poke() // the planner reports new problems on the next pass
-	}
+	out.Applied(secrets.outcomes(), a.applyPins(ctx, out.Pins, out.Unpins))
 	a.record(ctx, node, out.Events)
 	evictionsTotal.Add(float64(out.Evictions))
 	setGauges(out.Status)

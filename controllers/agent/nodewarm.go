@@ -8,14 +8,12 @@ import (
 	"github.com/warmer-dev/warmer/controllers/agent/plan"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
-	"github.com/warmer-dev/warmer/internal/pace"
 )
 
 // reportState is what the shell keeps of the NodeWarm between passes.
@@ -23,13 +21,9 @@ type reportState struct {
 	// nodeWarm is the NodeWarm as last read or written; nil to read it
 	// again.
 	nodeWarm *warmv1.NodeWarm
-	// reported is the last status written (or found at start).
-	reported *warmv1.NodeWarmStatus
-	// lastWrite is when it was written.
-	lastWrite time.Time
-	// changedSince is when the status to report first differed from
-	// reported; zero while they are the same.
-	changedSince time.Time
+	// pace is what was written and when, which the planner's pacing
+	// decides from.
+	pace plan.Report
 }
 
 // nodeWarm returns the node's NodeWarm, owned by the Node so it goes with
@@ -38,7 +32,7 @@ type reportState struct {
 // under the same name: the garbage collector would otherwise delete it as
 // an orphan.
 func (a *NodeAgent) nodeWarm(ctx context.Context, node *corev1.Node) (*warmv1.NodeWarm, error) {
-	nw := a.report.nodeWarm
+	nw := a.carry.report.nodeWarm
 	if nw == nil || a.gone(ctx, nw) {
 		var err error
 		if nw, err = a.readOrCreate(ctx, node); err != nil {
@@ -48,12 +42,12 @@ func (a *NodeAgent) nodeWarm(ctx context.Context, node *corev1.Node) (*warmv1.No
 	if !ownedBy(nw, node) {
 		nw.OwnerReferences = ownerRefs(node)
 		if err := a.Client.Update(ctx, nw); err != nil {
-			a.report.nodeWarm = nil
+			a.carry.report.nodeWarm = nil
 			return nil, fmt.Errorf("giving NodeWarm %q its new Node as owner: %w", a.NodeName, err)
 		}
 		log.FromContext(ctx).Info("NodeWarm given the new Node as owner", "uid", node.UID)
 	}
-	a.report.nodeWarm = nw
+	a.carry.report.nodeWarm = nw
 	return nw, nil
 }
 
@@ -79,9 +73,9 @@ func (a *NodeAgent) readOrCreate(ctx context.Context, node *corev1.Node) (*warmv
 	if err != nil {
 		return nil, fmt.Errorf("getting or creating NodeWarm %q: %w", a.NodeName, err)
 	}
-	a.report.reported = nw.Status.DeepCopy()
-	if !a.state.Seeded() {
-		a.state = plan.Seed(nw.Status)
+	a.carry.report.pace.Found(nw.Status)
+	if !a.carry.plan.Seeded() {
+		a.carry.plan = plan.Seed(nw.Status)
 	}
 	return nw, nil
 }
@@ -117,20 +111,14 @@ func (a *NodeAgent) maybeWrite(ctx context.Context, nw *warmv1.NodeWarm, status 
 }
 
 // writeDue says whether status is to be written now, or else how long to
-// wait (0: nothing to write). It notes when the status first changed.
+// wait (0: nothing to write): when the planner's pacing says so, and when
+// StatusLimiter has a token.
 func (a *NodeAgent) writeDue(status warmv1.NodeWarmStatus, now time.Time) (time.Duration, bool) {
-	if a.report.reported != nil && sameReport(*a.report.reported, status) {
-		a.report.changedSince = time.Time{}
-		return 0, false
-	}
-	if a.report.changedSince.IsZero() {
-		a.report.changedSince = now
-	}
-	settled := status.Pulling == 0
-	// The write that ended last counts too: a slow API server gets
-	// fewer writes, not a backlog.
-	if wait := pace.Wait(settled, latest(a.report.changedSince, a.report.lastWrite), now, a.ProgressInterval); wait > 0 {
+	wait, due := a.carry.report.pace.Due(status, now, a.ProgressInterval)
+	if wait > 0 {
 		nodeWarmWrites.WithLabelValues("deferred").Inc()
+	}
+	if !due {
 		return wait, false
 	}
 	if a.StatusLimiter != nil && !a.StatusLimiter.TryAccept() {
@@ -140,13 +128,6 @@ func (a *NodeAgent) writeDue(status warmv1.NodeWarmStatus, now time.Time) (time.
 	return 0, true
 }
 
-func latest(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
 func (a *NodeAgent) write(ctx context.Context, nw *warmv1.NodeWarm, status warmv1.NodeWarmStatus) error {
 	nw.Status = status
 	if err := a.Client.Status().Update(ctx, nw); err != nil {
@@ -154,7 +135,7 @@ func (a *NodeAgent) write(ctx context.Context, nw *warmv1.NodeWarm, status warmv
 		// Conflict (someone else wrote it) or NotFound (deleted): read it
 		// again on the next pass.
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			a.report.nodeWarm = nil
+			a.carry.report.nodeWarm = nil
 		}
 		return fmt.Errorf("writing NodeWarm %q status: %w", a.NodeName, err)
 	}
@@ -165,33 +146,18 @@ func (a *NodeAgent) write(ctx context.Context, nw *warmv1.NodeWarm, status warmv
 	// would find a difference in the nanoseconds and write the same
 	// status again.
 	nw.Status = status
-	a.report.reported, a.report.lastWrite, a.report.changedSince = status.DeepCopy(), a.Clock.Now(), time.Time{}
+	a.carry.report.pace.Wrote(status, a.Clock.Now())
 	log.FromContext(ctx).V(1).Info("Wrote NodeWarm status", "desired", status.Desired, "present", status.Present,
 		"pulling", status.Pulling, "failed", status.Failed)
 	return nil
 }
 
-// sameReport compares two statuses, ignoring image filesystem byte counts
-// unless the fill level moved: they drift with every pull anybody makes,
-// and would otherwise cause writes that tell nobody anything.
-func sameReport(a, b warmv1.NodeWarmStatus) bool {
-	a.ImageFilesystem, b.ImageFilesystem = fsLevel(a.ImageFilesystem), fsLevel(b.ImageFilesystem)
-	return equality.Semantic.DeepEqual(a, b)
-}
-
-func fsLevel(fs *warmv1.ImageFilesystem) *warmv1.ImageFilesystem {
-	if fs == nil {
-		return nil
-	}
-	return &warmv1.ImageFilesystem{Mountpoint: fs.Mountpoint, UsedPercent: fs.UsedPercent}
-}
-
 // reportRuntimeDown marks the runtime as not answering, keeping the rest
 // of the last report.
 func (a *NodeAgent) reportRuntimeDown(ctx context.Context, nw *warmv1.NodeWarm, cause error) error {
-	last := &nw.Status
-	if a.report.reported != nil {
-		last = a.report.reported
+	last := a.carry.report.pace.Last()
+	if last == nil {
+		last = &nw.Status
 	}
 	_, err := a.maybeWrite(ctx, nw, plan.RuntimeDown(*last, cause, a.Clock.Now()))
 	return err

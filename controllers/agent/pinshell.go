@@ -32,7 +32,7 @@ var _ Pinner = &criclient.Pinner{}
 // the planner without warmer's marks for one pass: it then pins nothing
 // twice (the runtime reports those pinned) and unpins nothing.
 func (a *NodeAgent) pinView(ctx context.Context) plan.PinView {
-	v := plan.PinView{Unable: a.PinUnable, Problem: a.pinProblem}
+	v := plan.PinView{Unable: a.PinUnable}
 	if a.Pinner == nil {
 		if v.Unable == "" {
 			v.Unable = "no pinner is configured"
@@ -51,12 +51,11 @@ func (a *NodeAgent) pinView(ctx context.Context) plan.PinView {
 	return v
 }
 
-// applyPins pins and unpins as the plan says. The first failure is kept
-// for the next pass's Pinning condition; a change in it brings that pass
-// soon.
-func (a *NodeAgent) applyPins(ctx context.Context, pins, unpins []string) {
+// applyPins pins and unpins as the plan says, and returns the first
+// failure ("" for none) for the plan's Pinning condition.
+func (a *NodeAgent) applyPins(ctx context.Context, pins, unpins []string) string {
 	if a.Pinner == nil {
-		return
+		return ""
 	}
 	var problem string
 	fail := func(op, name string, err error) {
@@ -81,10 +80,7 @@ func (a *NodeAgent) applyPins(ctx context.Context, pins, unpins []string) {
 		}
 		logger.V(1).Info("Unpin", "image", name, "unpinned", done)
 	}
-	if problem != a.pinProblem {
-		a.pinProblem = problem
-		a.poke()
-	}
+	return problem
 }
 
 var pinResultText = map[criclient.PinResult]string{

@@ -21,7 +21,8 @@ type PinView struct {
 	Unable string
 	// Mine are the image names that carry warmer's mark.
 	Mine map[string]bool
-	// Problem is the last pass's pin or unpin failure; "" for none.
+	// Problem is why warmer's pins could not be listed; "" for none. A pin
+	// or unpin that fails later in the pass comes through Output.Applied.
 	Problem string
 }
 
@@ -62,16 +63,16 @@ func (p *planner) unpins() {
 	sort.Strings(p.out.Unpins)
 }
 
-// pinningCondition returns conds with Pinning set.
-func (p *planner) pinningCondition(conds []metav1.Condition, now metav1.Time) []metav1.Condition {
+// pinningCondition returns conds with Pinning set, from what the pass
+// knew of the runtime's pins and what it counted.
+func pinningCondition(conds []metav1.Condition, pins PinView, t pinTally, now metav1.Time) []metav1.Condition {
 	c := metav1.Condition{Type: warmv1.ConditionPinning, Status: metav1.ConditionTrue}
-	t := p.pinTally
 	switch {
-	case p.in.Pins.Unable != "":
+	case pins.Unable != "":
 		c.Status, c.Reason = metav1.ConditionFalse, warmv1.ReasonRuntimeCannotPin
-		c.Message = p.in.Pins.Unable + "; images of ImageWarms with retention Pinned are warmed, but the kubelet may collect them"
-	case p.in.Pins.Problem != "":
-		c.Status, c.Reason, c.Message = metav1.ConditionFalse, warmv1.ReasonPinFailed, p.in.Pins.Problem
+		c.Message = pins.Unable + "; images of ImageWarms with retention Pinned are warmed, but the kubelet may collect them"
+	case pins.Problem != "":
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, warmv1.ReasonPinFailed, pins.Problem
 	case t.asked == 0:
 		c.Reason, c.Message = warmv1.ReasonNothingToPin, "The runtime can pin images; no present image is asked to be pinned"
 	default:

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"maps"
 	"sort"
 	"time"
 
@@ -12,12 +13,8 @@ import (
 	"github.com/warmer-dev/warmer/pkg/pullengine/pull"
 )
 
-// This file is every decision the agent makes. plan is a pure function:
-// Reconcile gathers its input (the desired set, the runtime's images, the
-// engine's view, the pulls that started and finished since the last pass,
-// the clock), and applies its output (pulls, the NodeWarm status, events).
-// Nothing here reads a clock, the API or the runtime, so a table of inputs
-// tells what the agent does on each (planner_test.go).
+// Decide is the pass: it takes the Input the shell gathered and returns
+// the Output the shell applies.
 
 // Input is what one pass decides from.
 type Input struct {
@@ -40,9 +37,6 @@ type Input struct {
 	Results []pull.Result
 	// Disk is the image filesystem's level.
 	Disk pull.DiskUsage
-	// Secrets is what the last pass found wrong with each pull secret it
-	// read ("" for a usable one).
-	Secrets map[types.NamespacedName]string
 	// Conditions are the NodeWarm's Conditions as last reported.
 	Conditions []metav1.Condition
 	// RuntimeInfo names the container runtime, for the status.
@@ -94,6 +88,9 @@ type Output struct {
 	State State
 	// RemoveTaint asks the shell to remove the node's startup taint.
 	RemoveTaint bool
+
+	// pass is what Applied needs of the pass that made this plan.
+	pass applyContext
 }
 
 // Pull is one image to pull, with the secrets to pull it with. The shell
@@ -198,8 +195,11 @@ func Decide(in Input) Output {
 	p := &planner{in: in, out: Output{Next: in.Resync}}
 	p.out.State = State{
 		images:  make(map[string]imageMemory, len(in.Desired.images)),
-		secrets: map[types.NamespacedName]string{},
+		secrets: maps.Clone(in.State.secrets),
 		warming: map[types.NamespacedName]warmProgress{},
+	}
+	if p.out.State.secrets == nil {
+		p.out.State.secrets = map[types.NamespacedName]string{}
 	}
 	for key := range in.Desired.images {
 		p.out.State.images[key] = in.State.images[key]
@@ -227,9 +227,9 @@ func Decide(in Input) Output {
 		}
 	}
 	p.warmed(complete)
-	p.secretEvents()
 	p.unpins()
 	p.out.Status = p.finishStatus(st)
+	p.out.pass = applyContext{desired: in.Desired, pins: in.Pins, pinTally: p.pinTally, now: in.Now}
 	p.out.Status.Conditions = p.startupTaint(p.out.Status.Conditions, p.coldWarms(doneKeys), metav1.NewTime(in.Now))
 	p.out.Next = max(p.out.Next, minPass)
 	return p.out
@@ -514,33 +514,6 @@ func (p *planner) warmed(complete map[types.NamespacedName]bool) {
 	}
 }
 
-// secretEvents reports, once per secret and problem, a pull secret that
-// cannot be used, on the ImageWarms of its namespace that name it.
-func (p *planner) secretEvents() {
-	for nn, problem := range p.in.State.secrets {
-		if fixed, read := p.in.Secrets[nn]; !read || fixed != "" {
-			p.out.State.secrets[nn] = problem // not read in the last pass, or still bad
-		}
-	}
-	for _, key := range p.in.Desired.Keys() {
-		w := p.in.Desired.images[key]
-		for _, sec := range w.secrets {
-			problem := p.in.Secrets[sec]
-			if problem == "" || p.out.State.secrets[sec] == problem {
-				continue
-			}
-			p.out.State.secrets[sec] = problem
-			var subjects []types.NamespacedName
-			for _, nn := range w.warms {
-				if nn.Namespace == sec.Namespace {
-					subjects = append(subjects, nn)
-				}
-			}
-			p.event(eventBadSecret(subjects, sec, problem))
-		}
-	}
-}
-
 // finishStatus completes the NodeWarm status around the images.
 func (p *planner) finishStatus(st warmv1.NodeWarmStatus) warmv1.NodeWarmStatus {
 	now := metav1.NewTime(p.in.Now)
@@ -569,7 +542,7 @@ func (p *planner) finishStatus(st warmv1.NodeWarmStatus) warmv1.NodeWarmStatus {
 	st.ImageFilesystem = imageFilesystem(p.in.Disk)
 	st.Conditions = runtimeCondition(p.in.Conditions, metav1.ConditionTrue, warmv1.ReasonRuntimeAnswering, "The container runtime answers CRI calls", now)
 	st.Conditions = diskCondition(st.Conditions, p.in.Disk, now)
-	st.Conditions = p.pinningCondition(st.Conditions, now)
+	st.Conditions = pinningCondition(st.Conditions, p.in.Pins, p.pinTally, now)
 	st.Conditions = listedCondition(st.Conditions, wanted, now)
 	return st
 }
@@ -580,13 +553,16 @@ func invalidKey(image string) string { return "invalid " + image }
 
 // event queues an event, with its subjects' references: the shell records
 // it as it is, needing nothing of the desired set.
-func (p *planner) event(e Event) {
+func (p *planner) event(e Event) { p.out.Events = append(p.out.Events, e.about(p.in.Desired)) }
+
+// about fills in the references of e's subjects, from the desired set.
+func (e Event) about(d Desired) Event {
 	for _, nn := range e.warms {
-		if iw := p.in.Desired.objects[nn]; iw != nil {
+		if iw := d.objects[nn]; iw != nil {
 			e.Subjects = append(e.Subjects, iw)
 		}
 	}
-	p.out.Events = append(p.out.Events, e)
+	return e
 }
 
 // Seeded says whether s holds a memory, seeded or left by a pass; the

@@ -84,7 +84,12 @@ type planCase struct {
 	check  func(t *testing.T, out Output)
 }
 
-func TestPlan(t *testing.T) {
+// planFixtures are the ImageWarms the plan tables decide over.
+type planFixtures struct {
+	one, two, always, paused, private, waiting, admitted, stale warmv1.ImageWarm
+}
+
+func newPlanFixtures() planFixtures {
 	one := warm("ns", "one", nil, imgA)
 	two := warm("ns", "two", nil, imgA, imgB)
 	always := warm("ns", "always", nil, imgA)
@@ -94,21 +99,28 @@ func TestPlan(t *testing.T) {
 	paused.Spec.Suspend = true
 	private := warm("ns", "private", nil, imgA)
 	private.Spec.ImagePullSecrets = []warmv1.SecretReference{{Name: "regcred"}}
-	regcred := types.NamespacedName{Namespace: "ns", Name: "regcred"}
 	waiting := inRollout(warm("ns", "waiting", nil, imgA, imgB), 0)
 	admitted := inRollout(warm("ns", "admitted", nil, imgA), warmv1.AdmitAll)
 	stale := inRollout(warm("ns", "stale", nil, imgA), warmv1.AdmitAll)
 	stale.Generation = 2 // the controller has not caught up
 
-	cases := []planCase{{
+	return planFixtures{one: one, two: two, always: always, paused: paused, private: private, waiting: waiting, admitted: admitted, stale: stale}
+}
+
+// TestPlanPresence decides images as the runtime and the engine report
+// them: missing, present, evicted, listed before or after a pull returned,
+// no longer wanted.
+func TestPlanPresence(t *testing.T) {
+	fx := newPlanFixtures()
+	runPlanCases(t, []planCase{{
 		name:  "missing: pulled, queued",
-		in:    func() Input { return input(one) },
+		in:    func() Input { return input(fx.one) },
 		pulls: []string{imgA},
 		state: map[string]warmv1.ImageState{imgA: warmv1.ImageQueued},
 	}, {
 		name: "credential providers: named in the status, by name only",
 		in: func() Input {
-			in := input(one)
+			in := input(fx.one)
 			in.Runtime = listed(imgA)
 			in.CredentialProviders = []string{"ecr-fake", "acr-fake"}
 			return in
@@ -122,7 +134,7 @@ func TestPlan(t *testing.T) {
 	}, {
 		name: "present: left alone, and remembered as seen",
 		in: func() Input {
-			in := input(one)
+			in := input(fx.one)
 			in.Runtime = listed(imgA)
 			return in
 		},
@@ -135,7 +147,7 @@ func TestPlan(t *testing.T) {
 	}, {
 		name: "evicted: seen before, gone now: an event, and pulled again",
 		in: func() Input {
-			in := input(one)
+			in := input(fx.one)
 			in.State = memory(imageMemory{seen: true, state: warmv1.ImagePresent})
 			return in
 		},
@@ -148,9 +160,63 @@ func TestPlan(t *testing.T) {
 			}
 		},
 	}, {
+		name: "listed before its first pull returns: pulling, not present",
+		in: func() Input {
+			in := input(fx.one)
+			in.Engine[imgA] = pull.Status{Image: imgA, Ref: imgA, State: pull.StatePulling}
+			in.Runtime = listed(imgA)
+			return in
+		},
+		pulls: []string{imgA},
+		state: map[string]warmv1.ImageState{imgA: warmv1.ImagePulling},
+	}, {
+		name: "pulled after the listing: present, and not pulled again",
+		in: func() Input {
+			in := input(fx.one)
+			res := pulled(imgA, t0)
+			res.Digest = imgA + "@" + testDigest
+			in.Engine[imgA] = pull.Status{Image: imgA, Ref: imgA, State: pull.StatePulled, Last: &res}
+			return in
+		},
+		state: map[string]warmv1.ImageState{imgA: warmv1.ImagePresent},
+		check: func(t *testing.T, out Output) {
+			if img := out.Status.Images[0]; img.Digest != testDigest || img.LastTransitionTime != nil {
+				t.Errorf("entry %+v: want the pull's digest, and no transition time", img)
+			}
+		},
+	}, {
+		name: "cancelled: nothing to tell",
+		in: func() Input {
+			in := input(fx.one)
+			in.Results = []pull.Result{{Image: imgA, Ref: imgA, Class: pull.ClassCanceled, Finished: t0}}
+			return in
+		},
+		pulls: []string{imgA},
+		state: map[string]warmv1.ImageState{imgA: warmv1.ImageQueued},
+	}, {
+		name: "unwanted: forgotten, not pulled, its results dropped",
+		in: func() Input {
+			in := input()
+			in.State = memory(imageMemory{seen: true, state: warmv1.ImagePresent})
+			in.Results = []pull.Result{failedPull(imgA, pull.ClassNotFound, t0)}
+			return in
+		},
+		check: func(t *testing.T, out Output) {
+			if len(out.State.images) != 0 || len(out.Status.Images) != 0 {
+				t.Errorf("an unwanted image is still remembered or reported")
+			}
+		},
+	}})
+}
+
+// TestPlanRefresh decides pullPolicy Always: a present image is pulled
+// again once its interval has passed, not before.
+func TestPlanRefresh(t *testing.T) {
+	fx := newPlanFixtures()
+	runPlanCases(t, []planCase{{
 		name: "refreshed: pullPolicy Always pulls a present image again once the interval has passed",
 		in: func() Input {
-			in := input(always)
+			in := input(fx.always)
 			in.Runtime = listed(imgA)
 			in.State = memory(imageMemory{seen: true, state: warmv1.ImagePresent, refreshedAt: t0.Add(-61 * time.Minute)})
 			return in
@@ -160,16 +226,23 @@ func TestPlan(t *testing.T) {
 	}, {
 		name: "not yet due: pullPolicy Always leaves a freshly pulled image alone",
 		in: func() Input {
-			in := input(always)
+			in := input(fx.always)
 			in.Runtime = listed(imgA)
 			in.State = memory(imageMemory{seen: true, state: warmv1.ImagePresent, refreshedAt: t0.Add(-59 * time.Minute)})
 			return in
 		},
 		state: map[string]warmv1.ImageState{imgA: warmv1.ImagePresent},
-	}, {
+	}})
+}
+
+// TestPlanFailures decides failed pulls: events, counts, back-off, a full
+// disk, and missing credentials.
+func TestPlanFailures(t *testing.T) {
+	fx := newPlanFixtures()
+	runPlanCases(t, []planCase{{
 		name: "failed: an event, a count, back-off with its reason, and the next pass when it ends",
 		in: func() Input {
-			in := input(one)
+			in := input(fx.one)
 			res := failedPull(imgA, pull.ClassNotFound, t0.Add(-time.Second))
 			in.Results = []pull.Result{res}
 			in.Engine[imgA] = backingOff(res)
@@ -191,7 +264,7 @@ func TestPlan(t *testing.T) {
 	}, {
 		name: "backing off: no second BackOff event while it lasts",
 		in: func() Input {
-			in := input(one)
+			in := input(fx.one)
 			res := failedPull(imgA, pull.ClassNotFound, t0.Add(-5*time.Second))
 			in.Engine[imgA] = backingOff(res)
 			in.State = memory(imageMemory{state: warmv1.ImageBackOff, failures: 1, failed: &res, taken: res.Finished})
@@ -202,7 +275,7 @@ func TestPlan(t *testing.T) {
 	}, {
 		name: "failed but listed: a pull that failed late left the image record; still not present",
 		in: func() Input {
-			in := input(one)
+			in := input(fx.one)
 			res := failedPull(imgA, pull.ClassErrImagePull, t0.Add(-time.Second))
 			in.Results = []pull.Result{res}
 			in.Engine[imgA] = backingOff(res)
@@ -215,7 +288,7 @@ func TestPlan(t *testing.T) {
 	}, {
 		name: "failed but listed, the failure not yet reported: not present either",
 		in: func() Input {
-			in := input(one)
+			in := input(fx.one)
 			res := failedPull(imgA, pull.ClassErrImagePull, t0.Add(-time.Second))
 			in.Engine[imgA] = backingOff(res)
 			in.Runtime = listed(imgA)
@@ -228,7 +301,7 @@ func TestPlan(t *testing.T) {
 	}, {
 		name: "failed, then pulled: present again, attempts cleared",
 		in: func() Input {
-			in := input(one)
+			in := input(fx.one)
 			res := failedPull(imgA, pull.ClassNotFound, t0.Add(-time.Minute))
 			in.State = memory(imageMemory{state: warmv1.ImageBackOff, failures: 3, failed: &res, taken: res.Finished})
 			in.Results = []pull.Result{pulled(imgA, t0.Add(-time.Second))}
@@ -243,59 +316,9 @@ func TestPlan(t *testing.T) {
 			}
 		},
 	}, {
-		name: "listed before its first pull returns: pulling, not present",
-		in: func() Input {
-			in := input(one)
-			in.Engine[imgA] = pull.Status{Image: imgA, Ref: imgA, State: pull.StatePulling}
-			in.Runtime = listed(imgA)
-			return in
-		},
-		pulls: []string{imgA},
-		state: map[string]warmv1.ImageState{imgA: warmv1.ImagePulling},
-	}, {
-		name: "pulled after the listing: present, and not pulled again",
-		in: func() Input {
-			in := input(one)
-			res := pulled(imgA, t0)
-			res.Digest = imgA + "@" + testDigest
-			in.Engine[imgA] = pull.Status{Image: imgA, Ref: imgA, State: pull.StatePulled, Last: &res}
-			return in
-		},
-		state: map[string]warmv1.ImageState{imgA: warmv1.ImagePresent},
-		check: func(t *testing.T, out Output) {
-			if img := out.Status.Images[0]; img.Digest != testDigest || img.LastTransitionTime != nil {
-				t.Errorf("entry %+v: want the pull's digest, and no transition time", img)
-			}
-		},
-	}, {
-		name: "bad secret: reported once per problem",
-		in: func() Input {
-			in := input(private)
-			in.Secrets = map[types.NamespacedName]string{regcred: `pull secret "regcred" not found in namespace "ns"`}
-			return in
-		},
-		pulls:  []string{imgA},
-		state:  map[string]warmv1.ImageState{imgA: warmv1.ImageQueued},
-		events: []string{"InvalidPullSecret"},
-		check: func(t *testing.T, out Output) {
-			in := input(private)
-			in.Secrets = map[types.NamespacedName]string{regcred: `pull secret "regcred" not found in namespace "ns"`}
-			in.State = out.State
-			if again := Decide(in); len(again.Events) != 0 {
-				t.Errorf("the same problem reported again: %v", eventNames(again.Events))
-			}
-			in.Secrets = map[types.NamespacedName]string{regcred: ""}
-			fixed := Decide(in)
-			in.State = fixed.State
-			in.Secrets = map[types.NamespacedName]string{regcred: "broken again"}
-			if again := Decide(in); len(again.Events) != 1 {
-				t.Errorf("a new problem after a fix: %v, want one event", eventNames(again.Events))
-			}
-		},
-	}, {
 		name: "disk full: no new pull, failed with the reason; a running pull goes on",
 		in: func() Input {
-			in := input(two)
+			in := input(fx.two)
 			in.Disk = pull.DiskUsage{Known: true, Pressure: true, Mountpoint: "/var/lib/containerd", Percent: 95, ThresholdPercent: 80}
 			in.Engine[imgB] = pull.Status{Image: imgB, Ref: imgB, State: pull.StatePulling}
 			return in
@@ -311,74 +334,9 @@ func TestPlan(t *testing.T) {
 			}
 		},
 	}, {
-		name: "cancelled: nothing to tell",
-		in: func() Input {
-			in := input(one)
-			in.Results = []pull.Result{{Image: imgA, Ref: imgA, Class: pull.ClassCanceled, Finished: t0}}
-			return in
-		},
-		pulls: []string{imgA},
-		state: map[string]warmv1.ImageState{imgA: warmv1.ImageQueued},
-	}, {
-		name: "unwanted: forgotten, not pulled, its results dropped",
-		in: func() Input {
-			in := input()
-			in.State = memory(imageMemory{seen: true, state: warmv1.ImagePresent})
-			in.Results = []pull.Result{failedPull(imgA, pull.ClassNotFound, t0)}
-			return in
-		},
-		check: func(t *testing.T, out Output) {
-			if len(out.State.images) != 0 || len(out.Status.Images) != 0 {
-				t.Errorf("an unwanted image is still remembered or reported")
-			}
-		},
-	}, {
-		name:  "rollout: not admitted yet, not pulled, queued with WaitingForRollout",
-		in:    func() Input { return input(waiting) },
-		state: map[string]warmv1.ImageState{imgA: warmv1.ImageQueued, imgB: warmv1.ImageQueued},
-		check: reasonOf(imgA, warmv1.ReasonWaitingForRollout),
-	}, {
-		name:  "rollout: admitted, pulled",
-		in:    func() Input { return input(admitted) },
-		pulls: []string{imgA},
-		state: map[string]warmv1.ImageState{imgA: warmv1.ImageQueued},
-		check: reasonOf(imgA, ""),
-	}, {
-		name:  "rollout: a bound for an older spec does not admit",
-		in:    func() Input { return input(stale) },
-		state: map[string]warmv1.ImageState{imgA: warmv1.ImageQueued},
-		check: reasonOf(imgA, warmv1.ReasonWaitingForRollout),
-	}, {
-		name:  "rollout: one ImageWarm that admits the node is enough; the other image waits",
-		in:    func() Input { return input(waiting, admitted) },
-		pulls: []string{imgA},
-		state: map[string]warmv1.ImageState{imgA: warmv1.ImageQueued, imgB: warmv1.ImageQueued},
-		check: reasonOf(imgB, warmv1.ReasonWaitingForRollout),
-	}, {
-		name: "rollout: a present image stays present while the node waits",
-		in: func() Input {
-			in := input(waiting)
-			in.Runtime = listed(imgA)
-			return in
-		},
-		state: map[string]warmv1.ImageState{imgA: warmv1.ImagePresent, imgB: warmv1.ImageQueued},
-	}, {
-		name: "rollout: a pull under way when a new rollout starts goes on",
-		in: func() Input {
-			in := input(waiting)
-			in.Engine[imgA] = pull.Status{Image: imgA, Ref: imgA, State: pull.StatePulling}
-			return in
-		},
-		pulls: []string{imgA},
-		state: map[string]warmv1.ImageState{imgA: warmv1.ImagePulling, imgB: warmv1.ImageQueued},
-	}, {
-		name:  "suspended: skipped, not pulled",
-		in:    func() Input { return input(paused) },
-		state: map[string]warmv1.ImageState{imgA: warmv1.ImageSkipped},
-	}, {
 		name: "unauthorized with a pull secret: the next pass soon, to try a fixed secret",
 		in: func() Input {
-			in := input(private)
+			in := input(fx.private)
 			res := failedPull(imgA, pull.ClassUnauthorized, t0)
 			res.RetryAt = t0.Add(5 * time.Minute)
 			in.Engine[imgA] = backingOff(res)
@@ -388,11 +346,65 @@ func TestPlan(t *testing.T) {
 		pulls: []string{imgA},
 		state: map[string]warmv1.ImageState{imgA: warmv1.ImageBackOff},
 		check: nextPassIn(secretRetry),
-	}}
+	}})
+}
+
+// TestPlanRollout decides images under a rollout and under suspend: not
+// pulled until admitted, a pull under way goes on.
+func TestPlanRollout(t *testing.T) {
+	fx := newPlanFixtures()
+	runPlanCases(t, []planCase{{
+		name:  "rollout: not admitted yet, not pulled, queued with WaitingForRollout",
+		in:    func() Input { return input(fx.waiting) },
+		state: map[string]warmv1.ImageState{imgA: warmv1.ImageQueued, imgB: warmv1.ImageQueued},
+		check: reasonOf(imgA, warmv1.ReasonWaitingForRollout),
+	}, {
+		name:  "rollout: admitted, pulled",
+		in:    func() Input { return input(fx.admitted) },
+		pulls: []string{imgA},
+		state: map[string]warmv1.ImageState{imgA: warmv1.ImageQueued},
+		check: reasonOf(imgA, ""),
+	}, {
+		name:  "rollout: a bound for an older spec does not admit",
+		in:    func() Input { return input(fx.stale) },
+		state: map[string]warmv1.ImageState{imgA: warmv1.ImageQueued},
+		check: reasonOf(imgA, warmv1.ReasonWaitingForRollout),
+	}, {
+		name:  "rollout: one ImageWarm that admits the node is enough; the other image waits",
+		in:    func() Input { return input(fx.waiting, fx.admitted) },
+		pulls: []string{imgA},
+		state: map[string]warmv1.ImageState{imgA: warmv1.ImageQueued, imgB: warmv1.ImageQueued},
+		check: reasonOf(imgB, warmv1.ReasonWaitingForRollout),
+	}, {
+		name: "rollout: a present image stays present while the node waits",
+		in: func() Input {
+			in := input(fx.waiting)
+			in.Runtime = listed(imgA)
+			return in
+		},
+		state: map[string]warmv1.ImageState{imgA: warmv1.ImagePresent, imgB: warmv1.ImageQueued},
+	}, {
+		name: "rollout: a pull under way when a new rollout starts goes on",
+		in: func() Input {
+			in := input(fx.waiting)
+			in.Engine[imgA] = pull.Status{Image: imgA, Ref: imgA, State: pull.StatePulling}
+			return in
+		},
+		pulls: []string{imgA},
+		state: map[string]warmv1.ImageState{imgA: warmv1.ImagePulling, imgB: warmv1.ImageQueued},
+	}, {
+		name:  "suspended: skipped, not pulled",
+		in:    func() Input { return input(fx.paused) },
+		state: map[string]warmv1.ImageState{imgA: warmv1.ImageSkipped},
+	}})
+}
+
+// runPlanCases runs a table of decisions.
+func runPlanCases(t *testing.T, cases []planCase) {
+	t.Helper()
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			out := Decide(c.in())
-			checkPlan(t, c, out)
+			checkPlan(t, c, Decide(c.in()))
 		})
 	}
 }
@@ -593,5 +605,54 @@ func reasonOf(image, reason string) func(*testing.T, Output) {
 				t.Errorf("%s: reason %q, want %q", image, img.Reason, reason)
 			}
 		}
+	}
+}
+
+// TestBadSecretReportedOnce checks that a pull secret the shell could not
+// read is reported in the pass that read it, once per problem: the same
+// problem again is not reported, a new problem after a fix is.
+func TestBadSecretReportedOnce(t *testing.T) {
+	private := warm("ns", "private", nil, imgA)
+	private.Spec.ImagePullSecrets = []warmv1.SecretReference{{Name: "regcred"}}
+	regcred := types.NamespacedName{Namespace: "ns", Name: "regcred"}
+	notFound := map[types.NamespacedName]string{regcred: `pull secret "regcred" not found in namespace "ns"`}
+	pass := func(in Input, reads map[types.NamespacedName]string) Output {
+		out := Decide(in)
+		out.Applied(reads, "")
+		return out
+	}
+	in := input(private)
+	out := pass(in, notFound)
+	if got := eventNames(out.Events); !slices.Equal(got, []string{"InvalidPullSecret"}) {
+		t.Fatalf("events %q, want InvalidPullSecret", got)
+	}
+	if len(out.Events[0].Subjects) != 1 || out.Events[0].Subjects[0].Name != "private" {
+		t.Errorf("subjects %+v, want the ImageWarm that names the secret", out.Events[0].Subjects)
+	}
+	in.State = out.State
+	if again := pass(in, notFound); len(again.Events) != 0 {
+		t.Errorf("the same problem reported again: %v", eventNames(again.Events))
+	}
+	fixed := pass(in, map[types.NamespacedName]string{regcred: ""})
+	in.State = fixed.State
+	if again := pass(in, map[types.NamespacedName]string{regcred: "broken again"}); len(again.Events) != 1 {
+		t.Errorf("a new problem after a fix: %v, want one event", eventNames(again.Events))
+	}
+}
+
+// TestPinFailureSamePass checks that a pin the shell could not make turns
+// the Pinning condition False in the status of the same pass.
+func TestPinFailureSamePass(t *testing.T) {
+	in := input(pinnedWarm("pinned", imgA))
+	in.Runtime = listed(imgA)
+	in.Pins.Mine = map[string]bool{}
+	out := Decide(in)
+	if !slices.Equal(out.Pins, []string{imgA}) {
+		t.Fatalf("pins %v, want %s", out.Pins, imgA)
+	}
+	out.Applied(nil, "pinning "+imgA+": images.Update: unavailable")
+	c := meta.FindStatusCondition(out.Status.Conditions, warmv1.ConditionPinning)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != warmv1.ReasonPinFailed || !strings.Contains(c.Message, "unavailable") {
+		t.Errorf("Pinning %+v, want False %s with the failure", c, warmv1.ReasonPinFailed)
 	}
 }

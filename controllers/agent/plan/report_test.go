@@ -1,4 +1,4 @@
-package agent
+package plan
 
 import (
 	"testing"
@@ -7,15 +7,15 @@ import (
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 )
 
-// TestWriteDue walks a warm through the write pacing: progress waits the
+// TestReportDue walks a warm through the write pacing: progress waits the
 // interval from its first change (a warm shorter than that is written
 // once, as its result), a settled status goes out at once, a status equal
 // to the report is never written, and after a write the next progress
 // waits a full interval again.
-func TestWriteDue(t *testing.T) {
+func TestReportDue(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	a := &NodeAgent{ProgressInterval: 2 * time.Second}
-	a.report.reported = &warmv1.NodeWarmStatus{}
+	var r Report
+	r.Found(warmv1.NodeWarmStatus{})
 	pulling := func(n int32) warmv1.NodeWarmStatus {
 		return warmv1.NodeWarmStatus{Desired: 10, Present: 10 - n, Pulling: n}
 	}
@@ -40,12 +40,12 @@ func TestWriteDue(t *testing.T) {
 	}
 	for _, s := range steps {
 		now := t0.Add(s.at)
-		wait, due := a.writeDue(s.status, now)
+		wait, due := r.Due(s.status, now, 2*time.Second)
 		if due != s.due || wait != s.wait {
-			t.Fatalf("%s: writeDue = %v, %v; want %v, %v", s.name, wait, due, s.wait, s.due)
+			t.Fatalf("%s: Due = %v, %v; want %v, %v", s.name, wait, due, s.wait, s.due)
 		}
 		if s.write {
-			a.report.reported, a.report.lastWrite, a.report.changedSince = s.status.DeepCopy(), now, time.Time{}
+			r.Wrote(s.status, now)
 		}
 	}
 }

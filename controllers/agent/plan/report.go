@@ -1,0 +1,75 @@
+package plan
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+
+	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/internal/pace"
+)
+
+// Report is what the agent remembers of its NodeWarm's status writes, and
+// decides from when the next one is due: the status last written (or
+// found at start), when it was written, and since when the status to
+// write has differed from it. The zero Report has written nothing.
+type Report struct {
+	written      *warmv1.NodeWarmStatus
+	writtenAt    time.Time
+	changedSince time.Time
+}
+
+// Found notes st, read from the API server, as written by an earlier run:
+// an agent restart with nothing new to say writes nothing.
+func (r *Report) Found(st warmv1.NodeWarmStatus) { r.written = st.DeepCopy() }
+
+// Wrote notes st as written at now.
+func (r *Report) Wrote(st warmv1.NodeWarmStatus, now time.Time) {
+	r.written, r.writtenAt, r.changedSince = st.DeepCopy(), now, time.Time{}
+}
+
+// Last is the status last written or found; nil when there is none.
+func (r *Report) Last() *warmv1.NodeWarmStatus { return r.written }
+
+// Due says whether st is to be written at now, or else how long to wait
+// (0: nothing new to write), under the pacing rule (internal/pace): a
+// settled status (no pull under way) at once; progress once it has waited
+// interval since the status first changed, so a burst of finished pulls
+// coalesces into one write and a warm shorter than the interval costs one
+// write (its result). The write that ended last counts too: a slow API
+// server gets fewer writes, not a backlog.
+func (r *Report) Due(st warmv1.NodeWarmStatus, now time.Time, interval time.Duration) (time.Duration, bool) {
+	if r.written != nil && sameReport(*r.written, st) {
+		r.changedSince = time.Time{}
+		return 0, false
+	}
+	if r.changedSince.IsZero() {
+		r.changedSince = now
+	}
+	if wait := pace.Wait(st.Pulling == 0, latest(r.changedSince, r.writtenAt), now, interval); wait > 0 {
+		return wait, false
+	}
+	return 0, true
+}
+
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// sameReport compares two statuses, ignoring image filesystem byte counts
+// unless the fill level moved: they drift with every pull anybody makes,
+// and would otherwise cause writes that tell nobody anything.
+func sameReport(a, b warmv1.NodeWarmStatus) bool {
+	a.ImageFilesystem, b.ImageFilesystem = fsLevel(a.ImageFilesystem), fsLevel(b.ImageFilesystem)
+	return equality.Semantic.DeepEqual(a, b)
+}
+
+func fsLevel(fs *warmv1.ImageFilesystem) *warmv1.ImageFilesystem {
+	if fs == nil {
+		return nil
+	}
+	return &warmv1.ImageFilesystem{Mountpoint: fs.Mountpoint, UsedPercent: fs.UsedPercent}
+}
