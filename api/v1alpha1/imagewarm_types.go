@@ -227,7 +227,8 @@ type ImageWarmStatus struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(c, size(c.message) <= 1024)",message="condition messages must be at most 1024 characters"
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// imageCount is the number of images in the spec.
+	// imageCount is the number of images warmed: those the spec lists and,
+	// with imagesFrom, those resolved from workloads.
 	// +optional
 	ImageCount int32 `json:"imageCount,omitempty"`
 
@@ -284,7 +285,7 @@ type ImageWarmStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=iw,categories=warmer
-// +kubebuilder:printcolumn:name="Images",type=integer,JSONPath=`.status.imageCount`,description="Images in the spec"
+// +kubebuilder:printcolumn:name="Images",type=integer,JSONPath=`.status.imageCount`,description="Images warmed: listed in the spec and resolved from workloads"
 // +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.nodes.matching`,description="Nodes the selector matches"
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.nodes.ready`,description="Nodes that have every image"
 // +kubebuilder:printcolumn:name="Failed",type=integer,JSONPath=`.status.nodes.failed`,description="Nodes that failed to pull an image"
