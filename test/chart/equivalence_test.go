@@ -248,3 +248,33 @@ func show(v any) string {
 	}
 	return fmt.Sprintf("%#v", v)
 }
+
+// featuresOff are the values that turn off every feature with permissions
+// of its own, and the kustomize components that do the same, in the order
+// that renders the agent's flags in the chart's (alphabetical) order.
+var (
+	featuresOffValues = []string{"--set-string", "agent.flags.startup-taint=", "--set-string", "agent.flags.kubelet-address=",
+		"--set", "controller.flags.images-from-kinds=none"}
+	featuresOffComponents = []string{"components/without-images-from", "components/without-kubelet-stats", "components/without-startup-taint"}
+)
+
+// TestChartFeaturesOffMatchComponents checks that the chart with the startup
+// taint, kubelet stats and imagesFrom turned off by their flags renders what
+// config/default renders with config/components/without-*: the same
+// objects, none of the features' roles or the taint's admission policy, and
+// the flags that turn them off.
+func TestChartFeaturesOffMatchComponents(t *testing.T) {
+	want := kustomizeWith(t, "default", featuresOffComponents...)
+	want = slices.DeleteFunc(want, func(o *unstructured.Unstructured) bool {
+		return o.GetKind() == "Namespace" && o.GetName() == namespace
+	})
+	got := helmTemplate(t, namespace, featuresOffValues...)
+	compare(t, "config/default without its features", want, got)
+	for _, o := range got {
+		switch id(o) {
+		case "ClusterRole/warmer-agent-startup-taint", "ClusterRole/warmer-agent-kubelet-stats",
+			"ClusterRole/warmer-controller-images-from", "ValidatingAdmissionPolicy/warmer-agent-own-node-taint":
+			t.Errorf("features off, the chart still renders %s", id(o))
+		}
+	}
+}

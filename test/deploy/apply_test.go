@@ -18,9 +18,15 @@ import (
 // dropped from config/ must show here.
 var defaultObjects = []string{
 	"ClusterRole/warmer-agent",
+	"ClusterRole/warmer-agent-kubelet-stats",
+	"ClusterRole/warmer-agent-startup-taint",
 	"ClusterRole/warmer-controller",
+	"ClusterRole/warmer-controller-images-from",
 	"ClusterRoleBinding/warmer-agent",
+	"ClusterRoleBinding/warmer-agent-kubelet-stats",
+	"ClusterRoleBinding/warmer-agent-startup-taint",
 	"ClusterRoleBinding/warmer-controller",
+	"ClusterRoleBinding/warmer-controller-images-from",
 	"CustomResourceDefinition/imagewarms.warmer.dev",
 	"CustomResourceDefinition/nodewarms.warmer.dev",
 	"DaemonSet/warmer-agent",

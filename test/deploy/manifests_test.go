@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -28,7 +29,7 @@ var runtimeComponents = map[string]string{
 
 // overlay writes an overlay of config/default that uses component, as an
 // operator's would, and returns its folder.
-func overlay(t *testing.T, component string) string {
+func overlay(t *testing.T, components ...string) string {
 	t.Helper()
 	dir := t.TempDir()
 	// kustomize takes bases and components by relative path only.
@@ -39,7 +40,11 @@ func overlay(t *testing.T, component string) string {
 		}
 		return r
 	}
-	k := fmt.Sprintf("resources: [%s]\ncomponents: [%s]\n", rel("default"), rel(filepath.Join("components", component)))
+	rels := make([]string, len(components))
+	for i, c := range components {
+		rels[i] = rel(filepath.Join("components", c))
+	}
+	k := fmt.Sprintf("resources: [%s]\ncomponents: [%s]\n", rel("default"), strings.Join(rels, ", "))
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
 		t.Fatal(err)
 	}

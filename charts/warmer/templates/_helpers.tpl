@@ -49,3 +49,24 @@ socketMount: {{ dir $socket }}
 socketMountType: Directory
 {{- end }}
 {{- end }}
+
+{{- /*
+The features that need permissions of their own, each on unless its flag
+turns it off; a feature that is off installs none of its rules
+(config/components/without-* do the same for kustomize). Each renders
+"true" or nothing.
+*/}}
+{{- define "warmer.startupTaint" -}}
+{{- $v := index .Values.agent.flags "startup-taint" -}}
+{{- if or (kindIs "invalid" $v) (ne (toString $v) "") }}true{{ end -}}
+{{- end }}
+
+{{- define "warmer.kubeletStats" -}}
+{{- $v := index .Values.agent.flags "kubelet-address" -}}
+{{- if or (kindIs "invalid" $v) (ne (toString $v) "") }}true{{ end -}}
+{{- end }}
+
+{{- define "warmer.imagesFrom" -}}
+{{- $v := index .Values.controller.flags "images-from-kinds" -}}
+{{- if or (kindIs "invalid" $v) (not (has (toString $v) (list "" "none"))) }}true{{ end -}}
+{{- end }}
