@@ -105,7 +105,7 @@ bench: testbed ## Benchmarks (docs/performance.md): time to warm, engine vs CRI,
 	assets="$(ASSETS)"; export KUBEBUILDER_ASSETS="$$assets" PATH="$$PATH:$$assets" BENCH_FULL="$(BENCH_FULL)"; { \
 		go test -p 1 -run '^$$' -bench 'BenchmarkWarm|BenchmarkTimeToWarm' -benchtime $(BENCH_ROUNDS)x -timeout 60m ./pkg/pullengine ./test/perf && \
 		go test -run '^$$' -bench 'BenchmarkScale|BenchmarkAgentFootprint' -benchtime 1x -timeout 90m ./test/perf && \
-		go test -p 1 -run '^$$' -bench 'BenchmarkPresence2000|BenchmarkAggregate1000|BenchmarkDesired1000|BenchmarkImageWarmStatusSize|BenchmarkNodeWarmSize' -benchmem ./pkg/pullengine ./controllers/imagewarm ./controllers/agent; \
+		go test -p 1 -run '^$$' -bench 'BenchmarkPresence2000|BenchmarkAggregate1000|BenchmarkDesired1000|BenchmarkImageWarmStatusSize|BenchmarkNodeWarmSize' -benchmem ./pkg/pullengine ./controllers/imagewarm ./controllers/agent/plan; \
 	} 2>&1 | go run ./test/perf/benchtable
 
 .PHONY: fuzz

@@ -44,6 +44,7 @@ type agentFlags struct {
 	backOffJitter    float64
 	pullTimeout      time.Duration
 	diskThreshold    int
+	diskUnknown      string
 	resync           time.Duration
 	statusQPS        float64
 	perImageEvents   bool
@@ -67,6 +68,7 @@ func (f *agentFlags) bind(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.backOffMax, "image-pull-backoff-max", 300*time.Second, "Longest back-off between pulls of a failing image.")
 	fs.Float64Var(&f.backOffJitter, "image-pull-backoff-jitter", pullengine.DefaultBackOffJitter, "Largest share of each back-off taken off at random, so nodes that failed together (a registry outage) do not retry together; no wait is longer than the kubelet's. Between 0 (the kubelet's exact schedule) and 0.5.")
 	fs.DurationVar(&f.pullTimeout, "pull-timeout", pullengine.DefaultPullTimeout, "Longest one pull may take, unless an ImageWarm's pullTimeout says otherwise.")
+	fs.StringVar(&f.diskUnknown, "image-fs-unknown", "pull", "What the disk guard does while it cannot read the image filesystem's level: pull (pulls go on; the NodeWarm's DiskPressure condition, a Warning event and warmer_image_filesystem_level_known say so) or hold (no new pull starts until the level can be read).")
 	fs.IntVar(&f.diskThreshold, "image-fs-threshold-percent", pullengine.DefaultDiskThresholdPercent, "Start no pull while the image filesystem is fuller than this (the kubelet's image GC starts at 85); 100 turns the guard off.")
 	fs.DurationVar(&f.resync, "resync-period", time.Minute, "Longest time between two checks of the runtime's images, so removed images are pulled again.")
 	fs.Float64Var(&f.statusQPS, "status-update-qps", 0.5, "Token bucket rate of NodeWarm status writes.")
@@ -92,6 +94,8 @@ func (f *agentFlags) validate() error {
 		return usagef("--registry-burst must be at least 1 when --registry-qps is set, got %d", f.registryBurst)
 	case f.diskThreshold < 1 || f.diskThreshold > 100:
 		return usagef("--image-fs-threshold-percent must be between 1 and 100, got %d", f.diskThreshold)
+	case f.diskUnknown != "pull" && f.diskUnknown != "hold":
+		return usagef("--image-fs-unknown must be pull or hold, got %q", f.diskUnknown)
 	case f.statusQPS <= 0 || f.statusBurst < 1:
 		return usagef("--status-update-qps must be positive and --status-update-burst at least 1")
 	case f.backOffJitter < 0 || f.backOffJitter > pullengine.MaxBackOffJitter:
@@ -242,6 +246,7 @@ func setupAgent(ctx context.Context, mgr ctrl.Manager, cri *criclient.Client, f 
 		BackOffJitter:        f.backOffJitter,
 		PullTimeout:          f.pullTimeout,
 		DiskThresholdPercent: f.diskThreshold,
+		HoldWhenLevelUnknown: f.diskUnknown == "hold",
 		ImageFs:              imageFs,
 		Listener:             a.Listener(),
 		Registerer:           ctrlmetrics.Registry,

@@ -38,6 +38,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"agent", "--node-name=n", "--max-parallel-image-pulls=0"}, 2, "--max-parallel-image-pulls must be at least 1"},
 		{[]string{"agent", "--node-name=n", "--registry-qps=-1"}, 2, "--registry-qps must not be negative"},
 		{[]string{"agent", "--node-name=n", "--image-fs-threshold-percent=101"}, 2, "--image-fs-threshold-percent must be between 1 and 100"},
+		{[]string{"agent", "--node-name=n", "--image-fs-unknown=maybe"}, 2, `--image-fs-unknown must be pull or hold, got "maybe"`},
 		{[]string{"agent", "--node-name=n", "--resync-period=0s"}, 2, "--resync-period must be positive"},
 		{[]string{"agent", "--node-name=n", "--image-pull-backoff-max=1s"}, 2, "is shorter than --image-pull-backoff-initial"},
 		{[]string{"agent", "--node-name=n", "--image-pull-backoff-jitter=0.9"}, 2, "--image-pull-backoff-jitter must be between 0 and 0.5"},

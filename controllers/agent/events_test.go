@@ -87,7 +87,7 @@ func planned(d plan.Desired, backOff []string, results ...pullengine.Result) []p
 	for i := range results {
 		results[i].Finished = now
 	}
-	out := plan.Decide(plan.Input{Now: now, ListedAt: now, Desired: d, Runtime: pullengine.NewPresence(nil),
+	out := plan.Decide(plan.Input{Now: now, ListedAt: now, Desired: d, Runtime: pullengine.NewPresence(nil), Disk: pullengine.DiskUsage{Known: true},
 		Engine: engine, Results: results, PerImageEvents: true, Resync: time.Minute})
 	return out.Events
 }

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
@@ -22,6 +23,10 @@ var (
 		Name: "warmer_image_evictions_total",
 		Help: "Wanted images this agent saw present that then disappeared from the node.",
 	})
+	diskLevelKnown = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "warmer_image_filesystem_level_known",
+		Help: "1 while the disk guard can read the image filesystem's level, 0 while it cannot (see the NodeWarm's DiskPressure condition).",
+	})
 	nodeWarmWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "warmer_nodewarm_writes_total",
 		Help: "NodeWarm status writes, by result: ok, error, deferred (coalescing progress) or throttled (token bucket).",
@@ -29,7 +34,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(imagesByState, imagesDesired, evictionsTotal, nodeWarmWrites)
+	metrics.Registry.MustRegister(imagesByState, imagesDesired, evictionsTotal, diskLevelKnown, nodeWarmWrites)
 }
 
 var allStates = []warmv1.ImageState{warmv1.ImagePresent, warmv1.ImagePulling, warmv1.ImageQueued,
@@ -45,4 +50,9 @@ func setGauges(st warmv1.NodeWarmStatus) {
 		imagesByState.WithLabelValues(string(s)).Set(float64(n[s]))
 	}
 	imagesDesired.Set(float64(st.Desired))
+	known := 1.0
+	if c := meta.FindStatusCondition(st.Conditions, warmv1.ConditionDiskPressure); c != nil && c.Reason == warmv1.ReasonLevelUnknown {
+		known = 0
+	}
+	diskLevelKnown.Set(known)
 }

@@ -49,9 +49,9 @@ func statfs(path string) (uint64, uint64, error) {
 // big that filesystem is, so size and free space come from fs (the
 // kubelet's figures) or, failing that, from statfs on the mountpoint, which
 // the agent sees only as a process on the node or through a mount. When
-// both fail, the level is unknown and the guard does not block: a guard
-// that cannot see must not stop all warming. Readings are cached for
-// interval.
+// both fail, the level is unknown and the guard does not block, unless
+// holdUnknown says it must: by default a guard that cannot see does not
+// stop all warming. Readings are cached for interval.
 type diskGuard struct {
 	svc       ImageService
 	threshold int // percent; >= 100 disables the guard
@@ -59,6 +59,8 @@ type diskGuard struct {
 	clock     clock.PassiveClock
 	statfs    statfsFunc
 	fs        ImageFsReader // nil: statfs only
+	// holdUnknown holds pulls while the level cannot be read.
+	holdUnknown bool
 
 	mu      sync.Mutex
 	readAt  time.Time
@@ -84,7 +86,7 @@ func (g *diskGuard) usage(ctx context.Context) DiskUsage {
 	}
 	g.reading, g.readAt = g.read(ctx), now
 	g.reading.ThresholdPercent = g.threshold
-	g.reading.Pressure = g.reading.Known && g.threshold < 100 && g.reading.Percent > g.threshold
+	g.reading.Pressure = g.threshold < 100 && (g.reading.Known && g.reading.Percent > g.threshold || !g.reading.Known && g.holdUnknown)
 	return g.reading
 }
 
@@ -138,6 +140,9 @@ func (g *diskGuard) readFs(ctx context.Context, info *runtimeapi.ImageFsInfoResp
 
 // message explains a blocked pull.
 func (g *diskGuard) message(u DiskUsage) string {
+	if !u.Known {
+		return "the image filesystem's level cannot be read, and the disk guard holds pulls until it can"
+	}
 	fs := "the image filesystem"
 	if u.Mountpoint != "" {
 		fs = "image filesystem " + u.Mountpoint

@@ -3,6 +3,7 @@ package pullengine
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 
@@ -48,20 +49,25 @@ func TestDiskGuard(t *testing.T) {
 		fsErr     error
 		mounts    []string
 		blocked   bool
+		hold      bool // HoldWhenLevelUnknown
 	}{
-		{"below default", 0, 80, nil, nil, []string{"/imgfs"}, false},
-		{"above default", 0, 81, nil, nil, []string{"/imgfs"}, true},
-		{"custom threshold", 50, 60, nil, nil, []string{"/imgfs"}, true},
-		{"disabled at 100", 100, 99, nil, nil, []string{"/imgfs"}, false},
-		{"mountpoint unreachable", 0, 99, errors.New("no such file"), nil, []string{"/imgfs"}, false},
-		{"ImageFsInfo fails", 0, 99, nil, errors.New("unimplemented"), nil, false},
-		{"no filesystems reported", 0, 99, nil, nil, nil, false},
+		{"below default", 0, 80, nil, nil, []string{"/imgfs"}, false, false},
+		{"above default", 0, 81, nil, nil, []string{"/imgfs"}, true, false},
+		{"custom threshold", 50, 60, nil, nil, []string{"/imgfs"}, true, false},
+		{"disabled at 100", 100, 99, nil, nil, []string{"/imgfs"}, false, false},
+		{"mountpoint unreachable", 0, 99, errors.New("no such file"), nil, []string{"/imgfs"}, false, false},
+		{"ImageFsInfo fails", 0, 99, nil, errors.New("unimplemented"), nil, false, false},
+		{"no filesystems reported", 0, 99, nil, nil, nil, false, false},
+		{"mountpoint unreachable, told to hold", 0, 99, errors.New("no such file"), nil, []string{"/imgfs"}, true, true},
+		{"ImageFsInfo fails, told to hold", 0, 99, nil, errors.New("unimplemented"), nil, true, true},
+		{"level known, told to hold when not", 0, 50, nil, nil, []string{"/imgfs"}, false, true},
+		{"disabled at 100, told to hold", 100, 99, errors.New("no such file"), nil, []string{"/imgfs"}, false, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			disk := &fakeDisk{}
 			disk.set(tt.percent, tt.statErr)
-			h := newHarness(t, Options{DiskThresholdPercent: tt.threshold, statfs: disk.statfs})
+			h := newHarness(t, Options{DiskThresholdPercent: tt.threshold, statfs: disk.statfs, HoldWhenLevelUnknown: tt.hold})
 			h.svc.fsInfo, h.svc.fsErr = imageFs(tt.mounts...), tt.fsErr
 			st := h.enqueue("a", 0)
 			if blocked := st.State == StateFailed; blocked != tt.blocked {
@@ -69,6 +75,9 @@ func TestDiskGuard(t *testing.T) {
 			}
 			if tt.blocked && (st.Last.Class != ClassDiskPressure || !st.RetryAt.Equal(h.clock.Now().Add(DefaultDiskCheckInterval))) {
 				t.Fatalf("blocked status %+v", st)
+			}
+			if tt.blocked && tt.hold && !strings.Contains(st.Last.Message, "cannot be read") {
+				t.Errorf("held for an unknown level, the message says %q", st.Last.Message)
 			}
 			if !tt.blocked {
 				h.result(t)

@@ -18,9 +18,11 @@
 //
 // # Parts, one file each
 //
-//   - reference.go: normalisation with github.com/distribution/reference:
-//     docker.io and library/ filled in, ":latest" only when there is neither
-//     tag nor digest; tag+digest is pulled by digest.
+//   - outcome.go: the reports' types, kept in package pull (plain data a
+//     reader needs no CRI for) and named again here. References are
+//     normalised by package imageref (docker.io and library/ filled in,
+//     ":latest" only when there is neither tag nor digest; tag+digest is
+//     pulled by digest).
 //   - presence.go: an index of one ListImages answer by repo tag and repo
 //     digest.
 //   - puller.go, serial.go, parallel.go: how many pulls run at once.

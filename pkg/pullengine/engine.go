@@ -61,7 +61,7 @@ func New(svc ImageService, opts Options) *Engine {
 		log:      logr.Discard(),
 	}
 	e.guard = &diskGuard{svc: svc, threshold: opts.DiskThresholdPercent, interval: opts.DiskCheckInterval,
-		clock: opts.Clock, statfs: opts.statfs, fs: opts.ImageFs}
+		clock: opts.Clock, statfs: opts.statfs, fs: opts.ImageFs, holdUnknown: opts.HoldWhenLevelUnknown}
 	e.wake = sync.NewCond(&e.mu)
 	return e
 }

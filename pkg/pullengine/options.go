@@ -42,6 +42,11 @@ type Options struct {
 	// DiskThresholdPercent stops new pulls while the image filesystem is
 	// fuller than this; 0 means 80, 100 or more disables the guard.
 	DiskThresholdPercent int
+	// HoldWhenLevelUnknown makes the disk guard hold new pulls while it
+	// cannot read the image filesystem's level; false lets them through
+	// (a guard that cannot see does not stop all warming). Either way
+	// DiskUsage says the level is unknown.
+	HoldWhenLevelUnknown bool
 	// DiskCheckInterval is how long a disk reading is reused; 0 means 10s.
 	DiskCheckInterval time.Duration
 	// ImageFs, when set, is asked first for the image filesystem's size

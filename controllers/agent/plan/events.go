@@ -33,6 +33,7 @@ const (
 	ActionConfig = "ReadConfig"
 	ActionWarm   = "Warm"
 	ActionTaint  = "RemoveTaint"
+	ActionGuard  = "GuardDisk"
 )
 
 // maxEventSubjects bounds how many ImageWarms one image's event goes to.
@@ -164,4 +165,14 @@ func stub(iw *warmv1.ImageWarm) *warmv1.ImageWarm {
 		TypeMeta:   metav1.TypeMeta{APIVersion: warmv1.GroupVersion.String(), Kind: "ImageWarm"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: iw.Namespace, Name: iw.Name, UID: iw.UID},
 	}
+}
+
+// eventLevelUnknown says, on the Node, that the disk guard cannot read the
+// image filesystem's level, and what it does about it.
+func eventLevelUnknown(held bool) Event {
+	note := "The image filesystem's level cannot be read (the kubelet's /stats/summary or the runtime's image filesystem): pulls are not held back when the disk is full"
+	if held {
+		note = "The image filesystem's level cannot be read (the kubelet's /stats/summary or the runtime's image filesystem): every new pull is held until it can"
+	}
+	return Event{OnNode: true, Warning: true, Reason: warmv1.ReasonLevelUnknown, Action: ActionGuard, Note: note}
 }

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -228,6 +229,7 @@ func Decide(in Input) Output {
 	}
 	p.warmed(complete)
 	p.unpins()
+	p.levelEvent()
 	p.out.Status = p.finishStatus(st)
 	p.out.pass = applyContext{desired: in.Desired, pins: in.Pins, pinTally: p.pinTally, now: in.Now}
 	p.out.Status.Conditions = p.startupTaint(p.out.Status.Conditions, p.coldWarms(doneKeys), metav1.NewTime(in.Now))
@@ -581,4 +583,17 @@ func Seed(st warmv1.NodeWarmStatus) State {
 		s.images[img.Image] = m
 	}
 	return s
+}
+
+// levelEvent warns, once each time it starts, that the image filesystem's
+// level cannot be read: the DiskPressure condition says so for as long as
+// it lasts, the event tells whoever watches the node's events.
+func (p *planner) levelEvent() {
+	if p.in.Disk.Known {
+		return
+	}
+	if c := meta.FindStatusCondition(p.in.Conditions, warmv1.ConditionDiskPressure); c != nil && c.Reason == warmv1.ReasonLevelUnknown {
+		return
+	}
+	p.event(eventLevelUnknown(p.in.Disk.Pressure))
 }

@@ -656,3 +656,41 @@ func TestPinFailureSamePass(t *testing.T) {
 		t.Errorf("Pinning %+v, want False %s with the failure", c, warmv1.ReasonPinFailed)
 	}
 }
+
+// TestPlanLevelUnknown checks what a pass says when the image filesystem's
+// level cannot be read: DiskPressure Unknown, a Warning on the Node once
+// each time it starts, and, when the guard holds pulls (the engine then
+// reports Pressure without a level), images waiting with the reason.
+func TestPlanLevelUnknown(t *testing.T) {
+	for _, held := range []bool{false, true} {
+		t.Run(fmt.Sprintf("held %v", held), func(t *testing.T) {
+			in := input(warm("ns", "one", nil, imgA))
+			in.Disk = pull.DiskUsage{Pressure: held}
+			out := Decide(in)
+			c := meta.FindStatusCondition(out.Status.Conditions, warmv1.ConditionDiskPressure)
+			if c == nil || c.Status != metav1.ConditionUnknown || c.Reason != warmv1.ReasonLevelUnknown ||
+				strings.Contains(c.Message, "held back until") != held {
+				t.Errorf("DiskPressure %+v, want Unknown %s saying whether pulls are held", c, warmv1.ReasonLevelUnknown)
+			}
+			if len(out.Events) != 1 || out.Events[0].Reason != warmv1.ReasonLevelUnknown || !out.Events[0].OnNode || !out.Events[0].Warning {
+				t.Errorf("events %+v, want one Warning %s on the Node", out.Events, warmv1.ReasonLevelUnknown)
+			}
+			if got := len(out.Pulls) == 0; got != held {
+				t.Errorf("pulls %v with held %v", out.Pulls, held)
+			}
+			if img := out.Status.Images[0]; held && (img.Reason != warmv1.ReasonDiskPressure || !strings.Contains(img.Message, "cannot be read")) {
+				t.Errorf("held image %+v, want DiskPressure saying the level cannot be read", img)
+			}
+			in.Conditions, in.State = out.Status.Conditions, out.State
+			if again := Decide(in); len(again.Events) != 0 {
+				t.Errorf("the warning again on the next pass: %v", eventNames(again.Events))
+			}
+			in.Disk = pull.DiskUsage{Known: true, Mountpoint: "/var/lib/containerd", Percent: 40, ThresholdPercent: 80}
+			known := Decide(in)
+			in.Conditions, in.Disk = known.Status.Conditions, pull.DiskUsage{Pressure: held}
+			if again := Decide(in); len(again.Events) != 1 {
+				t.Errorf("unknown again after a reading: %v, want the warning again", eventNames(again.Events))
+			}
+		})
+	}
+}

@@ -181,6 +181,8 @@ func diskCondition(conds []metav1.Condition, u pull.DiskUsage, now metav1.Time) 
 	c := metav1.Condition{Type: warmv1.ConditionDiskPressure, Status: metav1.ConditionUnknown, Reason: warmv1.ReasonLevelUnknown,
 		Message: "The image filesystem's level cannot be read; pulls are not held back"}
 	switch {
+	case u.Pressure && !u.Known:
+		c.Message = unknownLevelHeld
 	case u.Pressure:
 		c.Status, c.Reason = metav1.ConditionTrue, warmv1.ReasonAboveThreshold
 		c.Message = fmt.Sprintf("Image filesystem %s is %d%% full, above the %d%% pull threshold: no pull starts", u.Mountpoint, u.Percent, u.ThresholdPercent)
@@ -205,8 +207,15 @@ func listedCondition(conds []metav1.Condition, wanted int, now metav1.Time) []me
 			"ask fewer images of this node", wanted, warmv1.MaxNodeImages, warmv1.MaxNodeImages)}, now)
 }
 
+// unknownLevelHeld says that the guard, unable to read the level, holds
+// pulls back (--image-fs-unknown=hold).
+const unknownLevelHeld = "The image filesystem's level cannot be read; pulls are held back until it can (--image-fs-unknown=hold)"
+
 // diskMessage says why an image waits for space.
 func diskMessage(u pull.DiskUsage) string {
+	if !u.Known {
+		return "the image filesystem's level cannot be read; pulls are held back until it can"
+	}
 	return fmt.Sprintf("image filesystem %s is %d%% full, above the %d%% pull threshold; waiting for space",
 		u.Mountpoint, u.Percent, u.ThresholdPercent)
 }

@@ -16,7 +16,8 @@ type DiskUsage struct {
 	// GC computes it (100 - available*100/capacity).
 	Percent int
 	// ThresholdPercent is the guard's threshold; Pressure says that the
-	// level is known and above it, so the guard holds pulls back.
+	// guard holds pulls back: the level is known and above it, or unknown
+	// while the guard is told to hold then (HoldWhenLevelUnknown).
 	ThresholdPercent int
 	Pressure         bool
 }
