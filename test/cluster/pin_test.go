@@ -27,6 +27,9 @@ func testPinFromPod(t *testing.T) {
 	ctx := context.Background()
 	reg.PushRandom(t, "warmer-dev/pinned:v1", testbed.ImageOptions{LayerSize: testbed.MB})
 	const ref = "docker.io/warmer-dev/pinned:v1"
+	// retention Pinned is a cluster-wide lever: the operator marks the
+	// namespaces that may use it (config/policy/imagewarm_levers_policy.yaml).
+	kubectl(t, "label", "namespace", "default", "warmer.dev/cluster-levers=allowed", "--overwrite")
 	iw := &warmv1.ImageWarm{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "pinned"},
 		Spec:       warmv1.ImageWarmSpec{Images: []warmv1.ImageReference{ref}, Retention: warmv1.RetentionPinned},

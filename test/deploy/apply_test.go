@@ -42,8 +42,10 @@ var defaultObjects = []string{
 	"ServiceAccount/warmer-controller",
 	"ValidatingAdmissionPolicy/warmer-agent-own-node-taint",
 	"ValidatingAdmissionPolicy/warmer-agent-own-nodewarm",
+	"ValidatingAdmissionPolicy/warmer-imagewarm-cluster-levers",
 	"ValidatingAdmissionPolicyBinding/warmer-agent-own-node-taint",
 	"ValidatingAdmissionPolicyBinding/warmer-agent-own-nodewarm",
+	"ValidatingAdmissionPolicyBinding/warmer-imagewarm-cluster-levers",
 }
 
 // TestApply installs config/default with kubectl apply -k, as `make

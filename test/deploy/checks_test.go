@@ -25,7 +25,8 @@ const (
 	allowed outcome = "allowed"
 	// forbiddenByRBAC: refused by the authorizer.
 	forbiddenByRBAC outcome = "forbidden by RBAC"
-	// deniedByPolicy: authorized, then refused by the NodeWarm policy.
+	// deniedByPolicy: authorized, then refused by one of warmer's
+	// admission policies.
 	deniedByPolicy outcome = "denied by the policy"
 )
 
@@ -45,7 +46,8 @@ func verdict(err error) (outcome, bool) {
 	case err == nil, apierrors.IsNotFound(err):
 		return allowed, true
 	case apierrors.IsForbidden(err) && (strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+policyName+"'") ||
-		strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+taintPolicyName+"'")):
+		strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+taintPolicyName+"'") ||
+		strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+leversPolicyName+"'")):
 		return deniedByPolicy, true
 	case apierrors.IsForbidden(err):
 		return forbiddenByRBAC, true

@@ -74,6 +74,9 @@ func TestStartupTaint(t *testing.T) {
 	}
 	// The Pod comes before warmer, which then stays installed for both.
 	pod := waitingPod(t, n)
+	// startupTaint is a cluster-wide lever: the operator marks the
+	// namespaces that may use it (config/policy/imagewarm_levers_policy.yaml).
+	kubectl(t, n, "label", "namespace", ns, "warmer.dev/cluster-levers=allowed", "--overwrite")
 	install(t, n)
 	t.Run("Warm", func(t *testing.T) { testWarm(t, n, pod) })
 	t.Run("Deadline", func(t *testing.T) { testDeadline(t, n) })
