@@ -28,7 +28,8 @@ import (
 	"github.com/warmer-dev/warmer/pkg/pullengine"
 )
 
-// The agent's RBAC is written by hand in config/rbac/agent_role.yaml.
+// The agent's RBAC is written by hand in config/rbac/agent_role.yaml, with
+// the roles of the features that need more (agent_*_role.yaml).
 
 // Engine is what the agent needs of the pull engine.
 type Engine interface {

@@ -54,7 +54,8 @@ type Reconciler struct {
 }
 
 // The controller's RBAC is written by hand in
-// config/rbac/controller_role.yaml (see config/rbac/kustomization.yaml).
+// config/rbac/controller_role.yaml and, for imagesFrom,
+// controller_images_from_role.yaml (see config/rbac/kustomization.yaml).
 
 // SetupWithManager registers the reconciler. Nodes are watched and cached as
 // metadata only: their labels are all it reads, and full Nodes (status,

@@ -70,18 +70,32 @@ func TestKubeletStats(t *testing.T) {
 	}
 }
 
-// agentRules are the rules of config/rbac's agent ClusterRole.
+// agentRules are the rules of every ClusterRole config/rbac grants the
+// agent: its own, and those of the features that have roles of their own
+// (agent_*_role.yaml), the kubelet's stats among them.
 func agentRules(t *testing.T) []rbacv1.PolicyRule {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(testbed.RepoRoot(t), "config", "rbac", "agent_role.yaml"))
-	if err != nil {
-		t.Fatal(err)
+	files, err := filepath.Glob(filepath.Join(testbed.RepoRoot(t), "config", "rbac", "agent_*role.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no agent roles in config/rbac: %v", err)
 	}
-	var role rbacv1.ClusterRole
-	if err := yaml.Unmarshal(b, &role); err != nil {
-		t.Fatal(err)
+	var rules []rbacv1.PolicyRule
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, doc := range strings.Split(string(b), "\n---\n") {
+			var role rbacv1.ClusterRole
+			if err := yaml.Unmarshal([]byte(doc), &role); err != nil {
+				t.Fatal(err)
+			}
+			if role.Kind == "ClusterRole" {
+				rules = append(rules, role.Rules...)
+			}
+		}
 	}
-	return role.Rules
+	return rules
 }
 
 // accountToken makes a service account in ns, bound to a ClusterRole of
