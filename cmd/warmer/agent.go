@@ -92,10 +92,6 @@ func (f *agentFlags) validate() error {
 		return usagef("--registry-qps must not be negative, got %v", f.registryQPS)
 	case f.registryQPS > 0 && f.registryBurst < 1:
 		return usagef("--registry-burst must be at least 1 when --registry-qps is set, got %d", f.registryBurst)
-	case f.diskThreshold < 1 || f.diskThreshold > 100:
-		return usagef("--image-fs-threshold-percent must be between 1 and 100, got %d", f.diskThreshold)
-	case f.diskUnknown != "pull" && f.diskUnknown != "hold":
-		return usagef("--image-fs-unknown must be pull or hold, got %q", f.diskUnknown)
 	case f.statusQPS <= 0 || f.statusBurst < 1:
 		return usagef("--status-update-qps must be positive and --status-update-burst at least 1")
 	case f.backOffJitter < 0 || f.backOffJitter > pullengine.MaxBackOffJitter:
@@ -105,6 +101,9 @@ func (f *agentFlags) validate() error {
 	}
 	if errs := validation.IsQualifiedName(f.startupTaint); f.startupTaint != "" && len(errs) > 0 {
 		return usagef("--startup-taint %q is not a valid taint key: %s", f.startupTaint, strings.Join(errs, "; "))
+	}
+	if err := f.validateDisk(); err != nil {
+		return err
 	}
 	if err := f.kubelet.validate(); err != nil {
 		return err
@@ -118,6 +117,17 @@ func (f *agentFlags) validate() error {
 		if err := positive(name, d); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// validateDisk checks the disk guard's flags.
+func (f *agentFlags) validateDisk() error {
+	switch {
+	case f.diskThreshold < 1 || f.diskThreshold > 100:
+		return usagef("--image-fs-threshold-percent must be between 1 and 100, got %d", f.diskThreshold)
+	case f.diskUnknown != "pull" && f.diskUnknown != "hold":
+		return usagef("--image-fs-unknown must be pull or hold, got %q", f.diskUnknown)
 	}
 	return nil
 }
