@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	ggcrtypes "github.com/google/go-containerregistry/pkg/v1/types"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -65,11 +66,20 @@ func TestReportsStayTrue(t *testing.T) {
 		// the server's copy of a status has its times cut to the second,
 		// and the next pass, comparing it with the agent's own, wrote the
 		// same status once more.
+		// The image filesystem's level is part of the status, and this
+		// machine's disk fills and empties with the builds and tests
+		// around it: a write that reports a moved level is not a repeat.
 		n := f.Nodes[trueNode]
 		before := n.Metric(t, "warmer_nodewarm_writes_total", `result="ok"`)
+		was := nodeWarmStatus(t, f)
 		time.Sleep(4 * testbed.DefaultAgent.Resync)
 		if after := n.Metric(t, "warmer_nodewarm_writes_total", `result="ok"`); after != before {
-			t.Errorf("%v NodeWarm writes with nothing changed", after-before)
+			if now := nodeWarmStatus(t, f); equality.Semantic.DeepEqual(withoutDiskLevel(was), withoutDiskLevel(now)) &&
+				!equality.Semantic.DeepEqual(was, now) {
+				t.Logf("%v NodeWarm writes, each for a moved disk level", after-before)
+			} else {
+				t.Errorf("%v NodeWarm writes with nothing changed:\nbefore %+v\nafter  %+v", after-before, was, now)
+			}
 		}
 	})
 
@@ -160,4 +170,23 @@ func failedButListed(t *testing.T, regs testbed.Registries, f *testbed.Fleet) {
 	if evs := f.Events(t, "default", "artifact", "Warmed"); len(evs) != 0 {
 		t.Errorf("a Warmed event for an image that failed: %q", evs[0].Note)
 	}
+}
+
+// nodeWarmStatus is the node's NodeWarm status as the API server has it.
+func nodeWarmStatus(t *testing.T, f *testbed.Fleet) warmv1.NodeWarmStatus {
+	t.Helper()
+	var nw warmv1.NodeWarm
+	if err := f.CP.Client.Get(context.Background(), types.NamespacedName{Name: trueNode}, &nw); err != nil {
+		t.Fatal(err)
+	}
+	return nw.Status
+}
+
+// withoutDiskLevel is st without what the image filesystem's level moves:
+// its figures and the DiskPressure condition.
+func withoutDiskLevel(st warmv1.NodeWarmStatus) warmv1.NodeWarmStatus {
+	st = *st.DeepCopy()
+	st.ImageFilesystem = nil
+	meta.RemoveStatusCondition(&st.Conditions, warmv1.ConditionDiskPressure)
+	return st
 }
