@@ -105,8 +105,10 @@ type parsedImage struct {
 	image string
 }
 
-// Desired is the package function's work, reusing what earlier
-// passes parsed, and forgetting ImageWarms this pass did not see.
+// Desired computes the images the ImageWarms ask of the named node with
+// the given labels, reusing what earlier passes parsed and forgetting
+// ImageWarms this pass did not see. ImageWarms being deleted, and ones
+// whose selector does not parse, are left out; the latter are returned.
 func (m *Memo) Desired(nodeName string, nodeLabels map[string]string, warms []warmv1.ImageWarm) (Desired, []types.NamespacedName) {
 	if m.warms == nil {
 		m.warms = map[types.NamespacedName]*parsedWarm{}

@@ -56,11 +56,12 @@ type Event struct {
 	// warms names them, as the constructors choose them.
 	warms []types.NamespacedName
 	// OnNode records it on the Node too, for `kubectl describe node`.
-	OnNode  bool
+	OnNode bool
+	// Warning makes it a Warning event; Normal otherwise.
 	Warning bool
-	Reason  string
-	Action  string
-	Note    string
+	// Reason, Action and Note are the events.k8s.io fields of the same
+	// names; the shell adds the node's name to the note.
+	Reason, Action, Note string
 }
 
 func eventPulling(w *wantedImage) Event {

@@ -26,19 +26,19 @@ type Input struct {
 	ListedAt time.Time
 	// Desired is what the ImageWarms matching the node ask for.
 	Desired Desired
-	// Runtime is the Runtime's images, listed once at listedAt.
+	// Runtime is the runtime's images, listed once at ListedAt.
 	Runtime ImageLookup
-	// Engine is the Engine's view of each wanted image (by normalised
+	// Engine is the engine's view of each wanted image (by normalised
 	// reference), taken after the runtime was listed; an image it knows
 	// nothing of is absent.
 	Engine map[string]pull.Status
-	// Started and results are the pulls that Started and finished since
+	// Started and Results are the pulls that started and finished since
 	// the last pass, in the order the engine reported them.
 	Started []StartedPull
 	Results []pull.Result
 	// Disk is the image filesystem's level.
 	Disk pull.DiskUsage
-	// Conditions are the NodeWarm's Conditions as last reported.
+	// Conditions are the NodeWarm's conditions as last reported.
 	Conditions []metav1.Condition
 	// RuntimeInfo names the container runtime, for the status.
 	RuntimeInfo warmv1.RuntimeInfo
@@ -48,7 +48,7 @@ type Input struct {
 	Resync time.Duration
 	// PerImageEvents asks for the kubelet's Pulling and Pulled events.
 	PerImageEvents bool
-	// Taint is the node's startup Taint (startuptaint.go).
+	// Taint is the node's startup taint (startuptaint.go).
 	Taint TaintInput
 	// Pins is the runtime's pinning, as the shell found it.
 	Pins PinView
@@ -64,7 +64,8 @@ type ImageLookup interface {
 	Lookup(ref imageref.Reference) (pull.PresentImage, bool)
 }
 
-// StartedPull is a pull the engine started.
+// StartedPull is a pull the engine started: the image's normalised
+// reference, and when.
 type StartedPull struct {
 	Key string
 	At  time.Time
@@ -75,13 +76,13 @@ type Output struct {
 	// Pulls is every image that should be pulling now; the engine cancels
 	// the rest.
 	Pulls []Pull
-	// Status is the NodeWarm Status to report.
+	// Status is the NodeWarm status to report.
 	Status warmv1.NodeWarmStatus
 	// Events to record, in order.
 	Events []Event
 	// Evictions counts wanted images that disappeared from the node.
 	Evictions int
-	// Next is when the Next pass is due.
+	// Next is when the next pass is due.
 	Next time.Duration
 	// Pins and Unpins are the image names to pin and unpin, in order.
 	Pins, Unpins []string
@@ -153,7 +154,7 @@ type imageMemory struct {
 	arrivedAt time.Time
 }
 
-// BackOff is an exponential back-off: initial, doubling up to max.
+// BackOff is an exponential back-off: Initial, doubling up to Max.
 // The zero policy never holds anything back.
 type BackOff struct {
 	Initial, Max time.Duration

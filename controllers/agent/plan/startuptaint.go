@@ -31,12 +31,12 @@ import (
 
 // TaintInput is what the planner knows of the node's startup taint.
 type TaintInput struct {
-	// Key is the taint's Key; "" turns the feature off.
+	// Key is the taint's key; "" turns the feature off.
 	Key string
 	// OnNode is set when the Node carries a taint with that key.
 	OnNode bool
 	// Deadline is when the taint goes whatever the images' state: the
-	// Node's creation plus the agent's --startup-taint-Deadline.
+	// Node's creation plus the agent's --startup-taint-deadline.
 	Deadline time.Time
 }
 
