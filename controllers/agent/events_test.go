@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warmer-dev/warmer/pkg/pullengine/pull"
+
 	"github.com/warmer-dev/warmer/controllers/agent/plan"
 
 	"github.com/go-logr/logr"
@@ -82,7 +84,7 @@ func planned(d plan.Desired, backOff []string, results ...pullengine.Result) []p
 	now := time.Now()
 	engine := map[string]pullengine.Status{}
 	for _, img := range backOff {
-		engine[img] = pullengine.Status{Image: img, Ref: img, State: pullengine.StateBackOff, RetryAt: now.Add(time.Minute)}
+		engine[img] = pullengine.Status{Image: img, Ref: img, State: pull.StateBackOff, RetryAt: now.Add(time.Minute)}
 	}
 	for i := range results {
 		results[i].Finished = now
@@ -149,7 +151,7 @@ func TestEventsPerImage(t *testing.T) {
 		huge := strings.Repeat("é registry said no ", 2000) // about 40 KB
 		var res []pullengine.Result
 		for _, img := range []string{imgA, imgB} {
-			res = append(res, pullengine.Result{Image: img, Ref: img, Class: pullengine.ClassRegistryUnavailable, Message: huge})
+			res = append(res, pullengine.Result{Image: img, Ref: img, Class: pull.ClassRegistryUnavailable, Message: huge})
 		}
 		a.record(ctx, node, onlyReason(planned(d, nil, res...), warmv1.ReasonFailed))
 		testbed.Eventually(t, 20*time.Second, "two Failed events", func() error {
@@ -184,7 +186,7 @@ func TestEventsFold(t *testing.T) {
 	const retries = 4
 	for i := range retries {
 		d := wanted(t, cp, node, iw)
-		res := pullengine.Result{Image: img, Ref: img, Class: pullengine.ClassNotFound, Message: fmt.Sprintf("not found (try %d)", i)}
+		res := pullengine.Result{Image: img, Ref: img, Class: pull.ClassNotFound, Message: fmt.Sprintf("not found (try %d)", i)}
 		evs := planned(d, []string{img}, res)
 		if len(evs) != 2 || evs[0].Reason != warmv1.ReasonFailed || evs[1].Reason != warmv1.ReasonBackOff {
 			t.Fatalf("the planner's events %+v, want Failed and BackOff", evs)

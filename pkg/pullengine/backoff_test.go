@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warmer-dev/warmer/pkg/pullengine/pull"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -29,22 +31,22 @@ func TestBackOffGrowsToCap(t *testing.T) {
 	h.svc.failWith(ref, errNotFoundCRI, errNotFoundCRI, errNotFoundCRI, errNotFoundCRI, errNotFoundCRI, errNotFoundCRI, errNotFoundCRI)
 	for _, want := range []time.Duration{10, 20, 40, 80, 160, 300, 300} {
 		want *= time.Second
-		if st := h.enqueue("a", 0); st.State != StateQueued {
+		if st := h.enqueue("a", 0); st.State != pull.StateQueued {
 			t.Fatalf("before the %v back-off: %s", want, st.State)
 		}
 		res := h.result(t)
-		if res.Class != ClassNotFound || !res.RetryAt.Equal(h.clock.Now().Add(want)) {
+		if res.Class != pull.ClassNotFound || !res.RetryAt.Equal(h.clock.Now().Add(want)) {
 			t.Fatalf("got %s retry in %v, want NotFound retry in %v", res.Class, res.RetryAt.Sub(h.clock.Now()), want)
 		}
 		st := h.enqueue("a", 0)
-		if st.State != StateBackOff || !st.RetryAt.Equal(res.RetryAt) || st.Last == nil || st.Last.Class != ClassNotFound {
+		if st.State != pull.StateBackOff || !st.RetryAt.Equal(res.RetryAt) || st.Last == nil || st.Last.Class != pull.ClassNotFound {
 			t.Fatalf("during back-off: %+v", st)
 		}
-		if s, _ := h.eng.Status("a"); s.State != StateBackOff {
+		if s, _ := h.eng.Status("a"); s.State != pull.StateBackOff {
 			t.Fatalf("Status during back-off: %s", s.State)
 		}
 		h.clock.Step(want - time.Second)
-		if st := h.enqueue("a", 0); st.State != StateBackOff {
+		if st := h.enqueue("a", 0); st.State != pull.StateBackOff {
 			t.Fatalf("a second before the end of back-off: %s", st.State)
 		}
 		h.clock.Step(time.Second)
@@ -82,14 +84,14 @@ func TestBackOffResetOnCredentialChange(t *testing.T) {
 	h.svc.failWith(ref, err401)
 	req := Request{Image: "reg.local/team/app:v1", Keyring: stale}
 	h.eng.Enqueue(h.ctx, req)
-	if res := h.result(t); res.Class != ClassUnauthorized || res.RetryAt.IsZero() {
+	if res := h.result(t); res.Class != pull.ClassUnauthorized || res.RetryAt.IsZero() {
 		t.Fatalf("got %+v", res)
 	}
-	if st := h.eng.Enqueue(h.ctx, req); st.State != StateBackOff {
+	if st := h.eng.Enqueue(h.ctx, req); st.State != pull.StateBackOff {
 		t.Fatalf("same secret: %s, want BackOff", st.State)
 	}
 	req.Keyring = fixed
-	if st := h.eng.Enqueue(h.ctx, req); st.State != StateQueued {
+	if st := h.eng.Enqueue(h.ctx, req); st.State != pull.StateQueued {
 		t.Fatalf("fixed secret: %s, want Queued at once", st.State)
 	}
 	if res := h.result(t); !res.Succeeded() {
@@ -101,19 +103,19 @@ func TestBackOffResetOnCredentialChange(t *testing.T) {
 }
 
 func TestNoBackOffForCancelAndDisk(t *testing.T) {
-	for _, c := range []Class{"", ClassCanceled, ClassDiskPressure, ClassInvalidImageName} {
+	for _, c := range []Class{"", pull.ClassCanceled, pull.ClassDiskPressure, pull.ClassInvalidImageName} {
 		// Attempts 0: the runtime was never called (the disk guard refused).
 		if backsOff(Result{Class: c}) {
 			t.Errorf("%q backs off", c)
 		}
 	}
-	for _, c := range []Class{ClassNotFound, ClassUnauthorized, ClassRegistryUnavailable, ClassRateLimited, ClassTimeout, ClassErrImagePull, ClassNoMatchingPlatform, ClassSignatureValidationFailed} {
+	for _, c := range []Class{pull.ClassNotFound, pull.ClassUnauthorized, pull.ClassRegistryUnavailable, pull.ClassRateLimited, pull.ClassTimeout, pull.ClassErrImagePull, pull.ClassNoMatchingPlatform, pull.ClassSignatureValidationFailed} {
 		if !backsOff(Result{Class: c, Attempts: 1}) {
 			t.Errorf("%q does not back off", c)
 		}
 	}
 	// The runtime ran out of space during a pull the guard let through.
-	if !backsOff(Result{Class: ClassDiskPressure, Attempts: 1}) {
+	if !backsOff(Result{Class: pull.ClassDiskPressure, Attempts: 1}) {
 		t.Error("a runtime out of space does not back off")
 	}
 }
@@ -135,8 +137,8 @@ func TestCredentialCandidates(t *testing.T) {
 		{"anonymous when nothing matches", keyringFor(t, Credential{Registry: "other.local", Username: "x", Password: "y"}), nil, []string{""}, ""},
 		{"first candidate works", kr, nil, []string{"team"}, ""},
 		{"next after unauthorized", kr, []error{err401}, []string{"team", "host-wide"}, ""},
-		{"all refused", kr, []error{err401, err401}, []string{"team", "host-wide"}, ClassUnauthorized},
-		{"no next after another failure", kr, []error{errNotFoundCRI}, []string{"team"}, ClassNotFound},
+		{"all refused", kr, []error{err401, err401}, []string{"team", "host-wide"}, pull.ClassUnauthorized},
+		{"no next after another failure", kr, []error{errNotFoundCRI}, []string{"team"}, pull.ClassNotFound},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warmer-dev/warmer/pkg/pullengine/pull"
+
 	"github.com/go-logr/logr"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -273,7 +275,7 @@ func (e *engine) resultsByRef(tb testing.TB, n int) map[string]pullengine.Result
 // pullOne enqueues req and waits for its result.
 func (e *engine) pullOne(tb testing.TB, req pullengine.Request) pullengine.Result {
 	tb.Helper()
-	if st := e.Enqueue(e.ctx, req); st.State != pullengine.StateQueued && st.State != pullengine.StatePulling {
+	if st := e.Enqueue(e.ctx, req); st.State != pull.StateQueued && st.State != pull.StatePulling {
 		tb.Fatalf("Enqueue(%s) = %+v, want it queued", req.Image, st)
 	}
 	return e.result(tb)

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/warmer-dev/warmer/pkg/pullengine/pull"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	crierrors "k8s.io/cri-api/pkg/errors"
@@ -25,22 +27,22 @@ type classRule struct {
 // captured on the test bed). Order matters: a platform mismatch also says
 // "not found", a 401 during resolution also says "failed to resolve".
 var messageRules = []classRule{
-	{ClassInvalidImageName, []string{"invalid reference format", "failed to parse image reference"}},
-	{ClassNoMatchingPlatform, []string{"no match for platform", "no matching manifest for", "does not match the specified platform"}},
-	{ClassSignatureValidationFailed, []string{"signature validation", "signature verification", "source image rejected", "no signature", "invalid signature"}},
-	{ClassDiskPressure, []string{"no space left on device", "disk quota exceeded"}},
-	{ClassTimeout, []string{"context deadline exceeded"}},
-	{ClassCanceled, []string{"context canceled"}},
-	{ClassUnauthorized, []string{"401 unauthorized", "unauthorized:", "authentication required", "403 forbidden",
+	{pull.ClassInvalidImageName, []string{"invalid reference format", "failed to parse image reference"}},
+	{pull.ClassNoMatchingPlatform, []string{"no match for platform", "no matching manifest for", "does not match the specified platform"}},
+	{pull.ClassSignatureValidationFailed, []string{"signature validation", "signature verification", "source image rejected", "no signature", "invalid signature"}},
+	{pull.ClassDiskPressure, []string{"no space left on device", "disk quota exceeded"}},
+	{pull.ClassTimeout, []string{"context deadline exceeded"}},
+	{pull.ClassCanceled, []string{"context canceled"}},
+	{pull.ClassUnauthorized, []string{"401 unauthorized", "unauthorized:", "authentication required", "403 forbidden",
 		"pull access denied", "denied: ", "insufficient_scope", "no basic auth credentials"}},
 	// Before RegistryUnavailable: a rate limit is not an outage.
-	{ClassRateLimited, []string{"429 too many requests", "toomanyrequests", "pull rate limit"}},
-	{ClassRegistryUnavailable, []string{"connection refused", "no such host", "i/o timeout", "network is unreachable",
+	{pull.ClassRateLimited, []string{"429 too many requests", "toomanyrequests", "pull rate limit"}},
+	{pull.ClassRegistryUnavailable, []string{"connection refused", "no such host", "i/o timeout", "network is unreachable",
 		"connection reset", "tls handshake timeout", "x509: ", "tls: ", "server gave http response to https client",
 		"500 internal server error", "502 bad gateway", "503 service unavailable", "504 gateway timeout",
 		"server misbehaving", "temporary failure in name resolution",
 		"unexpected eof", "dial tcp"}},
-	{ClassNotFound, []string{": not found", "manifest unknown", "404 not found", "name unknown", "blob unknown"}},
+	{pull.ClassNotFound, []string{": not found", "manifest unknown", "404 not found", "name unknown", "blob unknown"}},
 }
 
 // Classify maps an error from PullImage to a class, by gRPC code and
@@ -64,9 +66,9 @@ func Classify(err error, images ...string) Class {
 		}
 	}
 	if code == codes.NotFound {
-		return ClassNotFound
+		return pull.ClassNotFound
 	}
-	return ClassErrImagePull
+	return pull.ClassErrImagePull
 }
 
 // classifyCode settles what the code or the CRI standard errors say
@@ -75,18 +77,18 @@ func classifyCode(err error, code codes.Code, msg string) (Class, bool) {
 	switch {
 	case errors.Is(err, crierrors.ErrRegistryUnavailable),
 		strings.HasPrefix(msg, crierrors.ErrRegistryUnavailable.Error()):
-		return ClassRegistryUnavailable, true
+		return pull.ClassRegistryUnavailable, true
 	case errors.Is(err, crierrors.ErrSignatureValidationFailed),
 		strings.HasPrefix(msg, crierrors.ErrSignatureValidationFailed.Error()):
-		return ClassSignatureValidationFailed, true
+		return pull.ClassSignatureValidationFailed, true
 	case code == codes.Canceled || errors.Is(err, context.Canceled):
-		return ClassCanceled, true
+		return pull.ClassCanceled, true
 	case code == codes.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded):
-		return ClassTimeout, true
+		return pull.ClassTimeout, true
 	case code == codes.Unavailable:
 		// The CRI socket itself is unreachable: no registry was asked, so
 		// "connection refused" in the message is not the registry's.
-		return ClassErrImagePull, true
+		return pull.ClassErrImagePull, true
 	}
 	return "", false
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/warmer-dev/warmer/pkg/pullengine/pull"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	crierrors "k8s.io/cri-api/pkg/errors"
@@ -77,7 +79,7 @@ func checkCodeWins(t *testing.T, code codes.Code, msg string, c Class) {
 	if strings.HasPrefix(msg, crierrors.ErrRegistryUnavailable.Error()) || strings.HasPrefix(msg, crierrors.ErrSignatureValidationFailed.Error()) {
 		return
 	}
-	want := map[codes.Code]Class{codes.Canceled: ClassCanceled, codes.DeadlineExceeded: ClassTimeout, codes.Unavailable: ClassErrImagePull}[code]
+	want := map[codes.Code]Class{codes.Canceled: pull.ClassCanceled, codes.DeadlineExceeded: pull.ClassTimeout, codes.Unavailable: pull.ClassErrImagePull}[code]
 	if want != "" && c != want {
 		t.Fatalf("code %s gave %s, want %s", code, c, want)
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/warmer-dev/warmer/pkg/pullengine/pull"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	crierrors "k8s.io/cri-api/pkg/errors"
@@ -18,19 +20,19 @@ import (
 // wantByCase is the class of each case in testdata/cri-pull-errors.txt
 // (real containerd answers captured on the test bed).
 var wantByCase = map[string]Class{
-	"nonexistent tag":                                      ClassNotFound,
-	"nonexistent repo":                                     ClassNotFound,
-	"nonexistent digest":                                   ClassNotFound,
-	"registry port closed":                                 ClassRegistryUnavailable,
-	"auth registry, no credentials":                        ClassUnauthorized,
-	"auth registry, wrong password":                        ClassUnauthorized,
-	"auth registry, image already present, no credentials": ClassUnauthorized,
-	"malformed: spaces":                                    ClassInvalidImageName,
-	"malformed: uppercase repo":                            ClassInvalidImageName,
-	"malformed: short digest":                              ClassInvalidImageName,
-	"malformed: empty":                                     ClassInvalidImageName,
-	"arm64-only index on amd64 node":                       ClassNoMatchingPlatform,
-	"client deadline 200ms on 100MB image":                 ClassTimeout,
+	"nonexistent tag":                                      pull.ClassNotFound,
+	"nonexistent repo":                                     pull.ClassNotFound,
+	"nonexistent digest":                                   pull.ClassNotFound,
+	"registry port closed":                                 pull.ClassRegistryUnavailable,
+	"auth registry, no credentials":                        pull.ClassUnauthorized,
+	"auth registry, wrong password":                        pull.ClassUnauthorized,
+	"auth registry, image already present, no credentials": pull.ClassUnauthorized,
+	"malformed: spaces":                                    pull.ClassInvalidImageName,
+	"malformed: uppercase repo":                            pull.ClassInvalidImageName,
+	"malformed: short digest":                              pull.ClassInvalidImageName,
+	"malformed: empty":                                     pull.ClassInvalidImageName,
+	"arm64-only index on amd64 node":                       pull.ClassNoMatchingPlatform,
+	"client deadline 200ms on 100MB image":                 pull.ClassTimeout,
 }
 
 var errorLine = regexp.MustCompile(`^ERROR PullImage\((.*)\) after \S+: code=(\w+) msg=(".*")$`)
@@ -88,30 +90,30 @@ func TestClassify(t *testing.T) {
 		want Class
 	}{
 		{"nil", nil, ""},
-		{"cri registry unavailable prefix", status.Error(codes.Unknown, "RegistryUnavailable: registry x is down"), ClassRegistryUnavailable},
-		{"cri signature prefix", status.Error(codes.Unknown, "SignatureValidationFailed: no valid signature"), ClassSignatureValidationFailed},
-		{"cri sentinel in-process", fmt.Errorf("pull: %w", crierrors.ErrRegistryUnavailable), ClassRegistryUnavailable},
-		{"crio policy", status.Error(codes.Unknown, "Source image rejected: A signature was required, but no signature exists"), ClassSignatureValidationFailed},
-		{"docker hub denied", status.Error(codes.Unknown, "pull access denied, repository does not exist or may require authorization"), ClassUnauthorized},
-		{"403", status.Error(codes.Unknown, `unexpected status from HEAD request to https://ghcr.io/v2/x/manifests/1: 403 Forbidden`), ClassUnauthorized},
-		{"rate limited", status.Error(codes.Unknown, "toomanyrequests: You have reached your pull rate limit"), ClassRateLimited},
-		{"429 on resolve", status.Error(codes.Unknown, `failed to resolve reference "r": pulling from host 127.0.0.1:1 failed with status code [manifests v1]: 429 Too Many Requests`), ClassRateLimited},
-		{"500 on resolve", status.Error(codes.Unknown, `failed to resolve reference "r": pulling from host 127.0.0.1:1 failed with status code [manifests v1]: 500 Internal Server Error`), ClassRegistryUnavailable},
-		{"reset mid-blob", status.Error(codes.Unknown, "failed to copy: read tcp 127.0.0.1:1->127.0.0.1:2: read: connection reset by peer"), ClassRegistryUnavailable},
-		{"tls", status.Error(codes.Unknown, "tls: failed to verify certificate: x509: certificate signed by unknown authority"), ClassRegistryUnavailable},
-		{"dns", status.Error(codes.Unknown, "dial tcp: lookup reg.invalid: no such host"), ClassRegistryUnavailable},
-		{"503", status.Error(codes.Unknown, "unexpected status: 503 Service Unavailable"), ClassRegistryUnavailable},
-		{"disk full", status.Error(codes.Unknown, "failed to extract layer: write /var/lib/x: no space left on device"), ClassDiskPressure},
-		{"runtime deadline text", status.Error(codes.Unknown, "context deadline exceeded"), ClassTimeout},
-		{"canceled code", status.Error(codes.Canceled, "context canceled"), ClassCanceled},
-		{"bare NotFound", status.Error(codes.NotFound, "gone"), ClassNotFound},
-		{"manifest unknown", status.Error(codes.Unknown, "manifest unknown: manifest unknown"), ClassNotFound},
-		{"cri socket down", status.Error(codes.Unavailable, "dial unix /run/containerd/containerd.sock: connect: connection refused"), ClassErrImagePull},
-		{"plain error", errors.New("something odd"), ClassErrImagePull},
+		{"cri registry unavailable prefix", status.Error(codes.Unknown, "RegistryUnavailable: registry x is down"), pull.ClassRegistryUnavailable},
+		{"cri signature prefix", status.Error(codes.Unknown, "SignatureValidationFailed: no valid signature"), pull.ClassSignatureValidationFailed},
+		{"cri sentinel in-process", fmt.Errorf("pull: %w", crierrors.ErrRegistryUnavailable), pull.ClassRegistryUnavailable},
+		{"crio policy", status.Error(codes.Unknown, "Source image rejected: A signature was required, but no signature exists"), pull.ClassSignatureValidationFailed},
+		{"docker hub denied", status.Error(codes.Unknown, "pull access denied, repository does not exist or may require authorization"), pull.ClassUnauthorized},
+		{"403", status.Error(codes.Unknown, `unexpected status from HEAD request to https://ghcr.io/v2/x/manifests/1: 403 Forbidden`), pull.ClassUnauthorized},
+		{"rate limited", status.Error(codes.Unknown, "toomanyrequests: You have reached your pull rate limit"), pull.ClassRateLimited},
+		{"429 on resolve", status.Error(codes.Unknown, `failed to resolve reference "r": pulling from host 127.0.0.1:1 failed with status code [manifests v1]: 429 Too Many Requests`), pull.ClassRateLimited},
+		{"500 on resolve", status.Error(codes.Unknown, `failed to resolve reference "r": pulling from host 127.0.0.1:1 failed with status code [manifests v1]: 500 Internal Server Error`), pull.ClassRegistryUnavailable},
+		{"reset mid-blob", status.Error(codes.Unknown, "failed to copy: read tcp 127.0.0.1:1->127.0.0.1:2: read: connection reset by peer"), pull.ClassRegistryUnavailable},
+		{"tls", status.Error(codes.Unknown, "tls: failed to verify certificate: x509: certificate signed by unknown authority"), pull.ClassRegistryUnavailable},
+		{"dns", status.Error(codes.Unknown, "dial tcp: lookup reg.invalid: no such host"), pull.ClassRegistryUnavailable},
+		{"503", status.Error(codes.Unknown, "unexpected status: 503 Service Unavailable"), pull.ClassRegistryUnavailable},
+		{"disk full", status.Error(codes.Unknown, "failed to extract layer: write /var/lib/x: no space left on device"), pull.ClassDiskPressure},
+		{"runtime deadline text", status.Error(codes.Unknown, "context deadline exceeded"), pull.ClassTimeout},
+		{"canceled code", status.Error(codes.Canceled, "context canceled"), pull.ClassCanceled},
+		{"bare NotFound", status.Error(codes.NotFound, "gone"), pull.ClassNotFound},
+		{"manifest unknown", status.Error(codes.Unknown, "manifest unknown: manifest unknown"), pull.ClassNotFound},
+		{"cri socket down", status.Error(codes.Unavailable, "dial unix /run/containerd/containerd.sock: connect: connection refused"), pull.ClassErrImagePull},
+		{"plain error", errors.New("something odd"), pull.ClassErrImagePull},
 		{"image named unauthorized, really not found",
-			status.Error(codes.NotFound, `failed to resolve reference "`+img+`": `+img+`: not found`), ClassNotFound},
+			status.Error(codes.NotFound, `failed to resolve reference "`+img+`": `+img+`: not found`), pull.ClassNotFound},
 		{"image named unauthorized, registry down",
-			status.Error(codes.Unknown, `failed to do request: Head "http://127.0.0.1:35000/v2/team/unauthorized/manifests/v1": dial tcp 127.0.0.1:35000: connect: connection refused`), ClassRegistryUnavailable},
+			status.Error(codes.Unknown, `failed to do request: Head "http://127.0.0.1:35000/v2/team/unauthorized/manifests/v1": dial tcp 127.0.0.1:35000: connect: connection refused`), pull.ClassRegistryUnavailable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/warmer-dev/warmer/pkg/pullengine/pull"
+
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -70,10 +72,10 @@ func TestDiskGuard(t *testing.T) {
 			h := newHarness(t, Options{DiskThresholdPercent: tt.threshold, statfs: disk.statfs, HoldWhenLevelUnknown: tt.hold})
 			h.svc.fsInfo, h.svc.fsErr = imageFs(tt.mounts...), tt.fsErr
 			st := h.enqueue("a", 0)
-			if blocked := st.State == StateFailed; blocked != tt.blocked {
+			if blocked := st.State == pull.StateFailed; blocked != tt.blocked {
 				t.Fatalf("status %+v, blocked want %v", st, tt.blocked)
 			}
-			if tt.blocked && (st.Last.Class != ClassDiskPressure || !st.RetryAt.Equal(h.clock.Now().Add(DefaultDiskCheckInterval))) {
+			if tt.blocked && (st.Last.Class != pull.ClassDiskPressure || !st.RetryAt.Equal(h.clock.Now().Add(DefaultDiskCheckInterval))) {
 				t.Fatalf("blocked status %+v", st)
 			}
 			if tt.blocked && tt.hold && !strings.Contains(st.Last.Message, "cannot be read") {
@@ -91,15 +93,15 @@ func TestDiskGuardRereadsAfterInterval(t *testing.T) {
 	disk.set(95, nil)
 	h := newHarness(t, Options{statfs: disk.statfs})
 	h.svc.fsInfo = imageFs("/imgfs", "/other")
-	if st := h.enqueue("a", 0); st.State != StateFailed {
+	if st := h.enqueue("a", 0); st.State != pull.StateFailed {
 		t.Fatalf("full disk: %s", st.State)
 	}
 	disk.set(10, nil)
-	if st := h.enqueue("a", 0); st.State != StateFailed {
+	if st := h.enqueue("a", 0); st.State != pull.StateFailed {
 		t.Fatalf("within the check interval the reading is reused: %s", st.State)
 	}
 	h.clock.Step(DefaultDiskCheckInterval)
-	if st := h.enqueue("a", 0); st.State != StateQueued {
+	if st := h.enqueue("a", 0); st.State != pull.StateQueued {
 		t.Fatalf("after the interval: %s", st.State)
 	}
 	h.result(t)
@@ -124,7 +126,7 @@ func TestDiskGuardStopsQueuedPulls(t *testing.T) {
 	release()
 	h.result(t)
 	res := h.result(t)
-	if res.Class != ClassDiskPressure || !res.RetryAt.IsZero() || res.Attempts != 0 {
+	if res.Class != pull.ClassDiskPressure || !res.RetryAt.IsZero() || res.Attempts != 0 {
 		t.Fatalf("b: %+v, want DiskPressure without back-off or attempt", res)
 	}
 	if len(h.svc.pulled()) != 1 {
@@ -184,7 +186,7 @@ func TestDiskGuardImageFsReader(t *testing.T) {
 			if tt.fsErr != nil {
 				h.svc.fsInfo = nil
 			}
-			if st := h.enqueue("a", 0); (st.State == StateFailed) != tt.blocked {
+			if st := h.enqueue("a", 0); (st.State == pull.StateFailed) != tt.blocked {
 				t.Fatalf("status %+v, blocked want %v", st, tt.blocked)
 			}
 			u := h.eng.DiskUsage(h.ctx)

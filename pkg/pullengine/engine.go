@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/warmer-dev/warmer/pkg/pullengine/pull"
+
 	"github.com/go-logr/logr"
 	"k8s.io/utils/clock"
 
@@ -193,16 +195,16 @@ func (e *Engine) enqueueLocked(a admitted) Status {
 			// Still stopping after a cancel: queue a successor for when
 			// it has.
 			j.successor = e.newJob(a.ref, a.req, a.creds, bkey)
-			return Status{Image: a.req.Image, Ref: key, State: StateQueued}
+			return Status{Image: a.req.Image, Ref: key, State: pull.StateQueued}
 		}
 		e.update(j, a.req, a.creds)
 		return j.status()
 	}
 	if last, ok := e.last[key]; ok && last.Succeeded() && !a.req.MissingSince.IsZero() && last.Finished.After(a.req.MissingSince) {
-		return Status{Image: a.req.Image, Ref: key, State: StatePulled, Last: &last}
+		return Status{Image: a.req.Image, Ref: key, State: pull.StatePulled, Last: &last}
 	}
 	if until, ok := e.backoff.retryAt(bkey); ok {
-		return Status{Image: a.req.Image, Ref: key, State: StateBackOff, RetryAt: until, Last: e.lastCopy(key)}
+		return Status{Image: a.req.Image, Ref: key, State: pull.StateBackOff, RetryAt: until, Last: e.lastCopy(key)}
 	}
 	j := e.newJob(a.ref, a.req, a.creds, bkey)
 	e.addJobLocked(j)

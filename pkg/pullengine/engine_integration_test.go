@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warmer-dev/warmer/pkg/pullengine/pull"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -128,15 +130,15 @@ func testFailures(t *testing.T, n *node, regs testbed.Registries, cat testbed.Ca
 		req   pullengine.Request
 		class pullengine.Class
 	}{
-		{"wrong password", pullengine.Request{Image: cat.Private.Ref, Keyring: wrong}, pullengine.ClassUnauthorized},
+		{"wrong password", pullengine.Request{Image: cat.Private.Ref, Keyring: wrong}, pull.ClassUnauthorized},
 		// Another tag: one reference twice would share one job. The
 		// registry refuses before looking the tag up.
-		{"no credentials", pullengine.Request{Image: regs.Auth.Ref("private/app:v2")}, pullengine.ClassUnauthorized},
-		{"missing tag", pullengine.Request{Image: regs.Anon.Ref("test/small:nope")}, pullengine.ClassNotFound},
-		{"missing repository", pullengine.Request{Image: regs.Anon.Ref("test/none:v1")}, pullengine.ClassNotFound},
-		{"missing digest", pullengine.Request{Image: regs.Anon.Ref("test/small@sha256:" + strings.Repeat("0", 64))}, pullengine.ClassNotFound},
-		{"closed port", pullengine.Request{Image: fmt.Sprintf("127.0.0.1:%d/test/small:v1", testbed.FreePort(t))}, pullengine.ClassRegistryUnavailable},
-		{"arm64-only index", pullengine.Request{Image: cat.ArmOnly.Ref}, pullengine.ClassNoMatchingPlatform},
+		{"no credentials", pullengine.Request{Image: regs.Auth.Ref("private/app:v2")}, pull.ClassUnauthorized},
+		{"missing tag", pullengine.Request{Image: regs.Anon.Ref("test/small:nope")}, pull.ClassNotFound},
+		{"missing repository", pullengine.Request{Image: regs.Anon.Ref("test/none:v1")}, pull.ClassNotFound},
+		{"missing digest", pullengine.Request{Image: regs.Anon.Ref("test/small@sha256:" + strings.Repeat("0", 64))}, pull.ClassNotFound},
+		{"closed port", pullengine.Request{Image: fmt.Sprintf("127.0.0.1:%d/test/small:v1", testbed.FreePort(t))}, pull.ClassRegistryUnavailable},
+		{"arm64-only index", pullengine.Request{Image: cat.ArmOnly.Ref}, pull.ClassNoMatchingPlatform},
 	}
 	e := startEngine(t, n.cri, testOptions(pullengine.Options{MaxParallelPulls: 4}))
 	for _, tt := range tests {
@@ -167,7 +169,7 @@ func checkFailed(t *testing.T, e *engine, n *node, res pullengine.Result, class 
 	if res.RetryAt.IsZero() {
 		t.Errorf("no back-off after %s", class)
 	}
-	if st, ok := e.Status(res.Image); !ok || st.State != pullengine.StateBackOff {
+	if st, ok := e.Status(res.Image); !ok || st.State != pull.StateBackOff {
 		t.Errorf("Status = %+v, want BackOff", st)
 	}
 	if n.listed(t, res.Ref) {
@@ -184,7 +186,7 @@ func testInvalidName(t *testing.T, n *node, cat testbed.Catalog) {
 	e := startEngine(t, svc, testOptions(pullengine.Options{}))
 	for _, image := range []string{"", "not a ref", "127.0.0.1:5000/Test/UPPER:v1", cat.Small.Ref + "@sha256:abc", strings.Repeat("0", 64)} {
 		st := e.Enqueue(e.ctx, pullengine.Request{Image: image})
-		if st.State != pullengine.StateFailed || st.Last == nil || st.Last.Class != pullengine.ClassInvalidImageName {
+		if st.State != pull.StateFailed || st.Last == nil || st.Last.Class != pull.ClassInvalidImageName {
 			t.Errorf("Enqueue(%q) = %+v, want Failed with InvalidImageName", image, st)
 		}
 	}
@@ -206,7 +208,7 @@ func testTimeout(t *testing.T, n *node, cat testbed.Catalog) {
 	const limit = 200 * time.Millisecond
 	e := startEngine(t, n.cri, testOptions(pullengine.Options{}))
 	res := e.pullOne(t, pullengine.Request{Image: cat.Large.Ref, Timeout: limit})
-	if res.Class != pullengine.ClassTimeout {
+	if res.Class != pull.ClassTimeout {
 		t.Fatalf("class %q (%s) after %s, want Timeout", res.Class, res.Message, res.Duration)
 	}
 	if !strings.Contains(res.Message, limit.String()) || res.RetryAt.IsZero() {
@@ -243,7 +245,7 @@ func testCancel(t *testing.T, n *node, cat testbed.Catalog) {
 		t.Fatal("Cancel found no pull to cancel")
 	}
 	res := e.result(t)
-	if res.Class != pullengine.ClassCanceled || !res.RetryAt.IsZero() {
+	if res.Class != pull.ClassCanceled || !res.RetryAt.IsZero() {
 		t.Fatalf("result %s (%s), retry at %v: want Canceled without back-off", res.Class, res.Message, res.RetryAt)
 	}
 	if st, known := e.Status(cat.Large.Ref); known {
@@ -342,7 +344,7 @@ func TestEngineDeduplicates(t *testing.T) {
 		svc := newCountingService(n.cri)
 		e := newEngine(t, svc, testOptions(pullengine.Options{MaxParallelPulls: 5}))
 		for i, st := range enqueueAll(e, dedupSpellings) {
-			if st.Ref != ref || st.State != pullengine.StateQueued {
+			if st.Ref != ref || st.State != pull.StateQueued {
 				t.Errorf("Enqueue(%s) = %+v, want %s queued", dedupSpellings[i], st, ref)
 			}
 		}
@@ -370,7 +372,7 @@ func TestEngineDeduplicates(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		for i, st := range during {
-			if st.Ref != ref || st.State != pullengine.StatePulling {
+			if st.Ref != ref || st.State != pull.StatePulling {
 				t.Errorf("Enqueue(%s) during the pull = %+v, want %s pulling", dedupSpellings[i+1], st, ref)
 			}
 		}
@@ -406,7 +408,7 @@ func checkPulledOnce(t *testing.T, e *engine, svc *countingService, n *node, ref
 		t.Errorf("%d PullImage calls (peak %d), want 1", got, svc.peak())
 	}
 	for _, s := range dedupSpellings {
-		if st, _ := e.Status(s); st.State != pullengine.StatePulled {
+		if st, _ := e.Status(s); st.State != pull.StatePulled {
 			t.Errorf("Status(%s) = %s, want Pulled with nothing pending", s, st.State)
 		}
 	}
@@ -430,7 +432,7 @@ func TestEngineRuntimeDown(t *testing.T) {
 	e := startEngine(t, n.cri, testOptions(pullengine.Options{}))
 	n.ctd.Stop()
 	res := e.pullOne(t, pullengine.Request{Image: "127.0.0.1:1/test/small:v1"})
-	if res.Class != pullengine.ClassErrImagePull || status.Code(res.Err) != codes.Unavailable {
+	if res.Class != pull.ClassErrImagePull || status.Code(res.Err) != codes.Unavailable {
 		t.Fatalf("result %s (%v), want ErrImagePull with code Unavailable", res.Class, res.Err)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warmer-dev/warmer/pkg/pullengine/pull"
+
 	"github.com/warmer-dev/warmer/pkg/imageref"
 )
 
@@ -21,7 +23,7 @@ func TestSerialPriorityOrder(t *testing.T) {
 		image    string
 		priority int32
 	}{{"low1", 0}, {"low2", 0}, {"high1", 5}, {"high2", 5}, {"bumped", 0}, {"neg", -1}} {
-		if st := h.enqueue(r.image, r.priority); st.State != StateQueued {
+		if st := h.enqueue(r.image, r.priority); st.State != pull.StateQueued {
 			t.Fatalf("%s: %s, want Queued", r.image, st.State)
 		}
 	}
@@ -71,7 +73,7 @@ func TestDeduplication(t *testing.T) {
 	h.enqueue("nginx", 0)
 	h.svc.waitStarted(t, ref)
 	for _, spelling := range []string{"nginx", "library/nginx", "docker.io/library/nginx:latest", "index.docker.io/library/nginx", "nginx:latest"} {
-		if st := h.enqueue(spelling, 3); st.State != StatePulling || st.Ref != ref {
+		if st := h.enqueue(spelling, 3); st.State != pull.StatePulling || st.Ref != ref {
 			t.Fatalf("%s: %+v, want the running pull", spelling, st)
 		}
 	}
@@ -95,7 +97,7 @@ func TestCancelQueued(t *testing.T) {
 	if !h.eng.Cancel("docker.io/library/b") {
 		t.Fatal("Cancel(b) found nothing")
 	}
-	if res := h.result(t); res.Class != ClassCanceled || res.Image != "b" {
+	if res := h.result(t); res.Class != pull.ClassCanceled || res.Image != "b" {
 		t.Fatalf("got %+v, want b cancelled", res)
 	}
 	release()
@@ -120,10 +122,10 @@ func TestCancelRunning(t *testing.T) {
 	h.svc.waitStarted(t, key(t, "a"))
 	h.eng.Cancel("a")
 	res := h.result(t)
-	if res.Class != ClassCanceled || !res.RetryAt.IsZero() || !strings.Contains(res.Message, "no longer wanted") {
+	if res.Class != pull.ClassCanceled || !res.RetryAt.IsZero() || !strings.Contains(res.Message, "no longer wanted") {
 		t.Fatalf("got %+v, want cancelled without back-off", res)
 	}
-	if st := h.enqueue("a", 0); st.State != StateQueued && st.State != StatePulling {
+	if st := h.enqueue("a", 0); st.State != pull.StateQueued && st.State != pull.StatePulling {
 		t.Fatalf("re-enqueue after cancel: %s", st.State)
 	}
 }
@@ -132,7 +134,7 @@ func TestSync(t *testing.T) {
 	h := newHarness(t, Options{SerializePulls: true})
 	h.svc.block(key(t, "a"))
 	st := h.eng.Sync(h.ctx, []Request{{Image: "a"}, {Image: "b"}, {Image: "Bad Ref"}})
-	if st[0].State != StateQueued || st[1].State != StateQueued || st[2].Last.Class != ClassInvalidImageName {
+	if st[0].State != pull.StateQueued || st[1].State != pull.StateQueued || st[2].Last.Class != pull.ClassInvalidImageName {
 		t.Fatalf("statuses %+v", st)
 	}
 	h.svc.waitStarted(t, key(t, "a"))
@@ -143,11 +145,11 @@ func TestSync(t *testing.T) {
 		r := h.result(t)
 		got[r.Image] = r.Class
 	}
-	want := map[string]Class{"a": ClassCanceled, "b": ClassCanceled, "c": ""}
+	want := map[string]Class{"a": pull.ClassCanceled, "b": pull.ClassCanceled, "c": ""}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("results %v, want %v", got, want)
 	}
-	if s, ok := h.eng.Status("c"); !ok || s.State != StatePulled {
+	if s, ok := h.eng.Status("c"); !ok || s.State != pull.StatePulled {
 		t.Fatalf("c: %+v", s)
 	}
 }
@@ -160,11 +162,11 @@ func TestCancelledThenWantedAgain(t *testing.T) {
 	h.svc.waitStarted(t, ref)
 	h.eng.Cancel("a")
 	h.enqueue("a", 0) // before or after the cancelled pull has stopped
-	if res := h.result(t); res.Class != ClassCanceled {
+	if res := h.result(t); res.Class != pull.ClassCanceled {
 		t.Fatalf("first: %+v", res)
 	}
 	h.svc.waitStarted(t, ref) // pulled again, still blocked
-	if st, _ := h.eng.Status("a"); st.State != StatePulling {
+	if st, _ := h.eng.Status("a"); st.State != pull.StatePulling {
 		t.Fatalf("status %s, want Pulling", st.State)
 	}
 }
@@ -177,7 +179,7 @@ func TestTimeout(t *testing.T) {
 	h.waitTimers(t, 1)
 	h.clock.Step(time.Minute)
 	res := h.result(t)
-	if res.Class != ClassTimeout || !strings.Contains(res.Message, "1m0s") {
+	if res.Class != pull.ClassTimeout || !strings.Contains(res.Message, "1m0s") {
 		t.Fatalf("got %+v, want a timeout", res)
 	}
 	if want := h.clock.Now().Add(DefaultBackOffInitial); !res.RetryAt.Equal(want) {
@@ -192,7 +194,7 @@ func TestRequestTimeoutOverrides(t *testing.T) {
 	h.svc.waitStarted(t, key(t, "a"))
 	h.waitTimers(t, 1)
 	h.clock.Step(5 * time.Second)
-	if res := h.result(t); res.Class != ClassTimeout {
+	if res := h.result(t); res.Class != pull.ClassTimeout {
 		t.Fatalf("got %+v", res)
 	}
 }
@@ -201,7 +203,7 @@ func TestInvalidImageNameNeverReachesRuntime(t *testing.T) {
 	h := newHarness(t, Options{})
 	for _, img := range []string{"", "not a ref", "127.0.0.1:35000/Test/UPPER:v1", "x@sha256:abc"} {
 		st := h.enqueue(img, 0)
-		if st.State != StateFailed || st.Last == nil || st.Last.Class != ClassInvalidImageName {
+		if st.State != pull.StateFailed || st.Last == nil || st.Last.Class != pull.ClassInvalidImageName {
 			t.Fatalf("%q: %+v", img, st)
 		}
 	}
@@ -233,7 +235,7 @@ func TestResultFields(t *testing.T) {
 	if !reflect.DeepEqual(started, []string{ref}) {
 		t.Fatalf("PullStarted calls %q", started)
 	}
-	if st, _ := h.eng.Status("quay.io/team/app:v1"); st.State != StatePulled || st.Last.ImageRef != res.ImageRef {
+	if st, _ := h.eng.Status("quay.io/team/app:v1"); st.State != pull.StatePulled || st.Last.ImageRef != res.ImageRef {
 		t.Fatalf("status %+v", st)
 	}
 }
@@ -252,7 +254,7 @@ func TestStopCancelsRunning(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if r := <-results; r.Class != ClassCanceled {
+	if r := <-results; r.Class != pull.ClassCanceled {
 		t.Fatalf("got %+v", r)
 	}
 	if err := eng.Start(ctx); err == nil {
@@ -272,7 +274,7 @@ func TestMissingSince(t *testing.T) {
 		t.Fatalf("first pull: %+v", res)
 	}
 	st := h.eng.Sync(h.ctx, []Request{{Image: "a", MissingSince: seen}})
-	if st[0].State != StatePulled {
+	if st[0].State != pull.StatePulled {
 		t.Fatalf("status %+v, want Pulled from the pull that just ended", st[0])
 	}
 	if n := len(h.svc.pulled()); n != 1 {

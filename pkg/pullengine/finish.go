@@ -1,5 +1,7 @@
 package pullengine
 
+import "github.com/warmer-dev/warmer/pkg/pullengine/pull"
+
 // backsOff reports whether a failed result should delay the next attempt.
 // Cancellations say nothing about the image, and an invalid name never
 // reaches the runtime. Neither does a pull the disk guard refused: it waits
@@ -10,9 +12,9 @@ package pullengine
 // the test bed, each attempt downloading layers that cannot fit.
 func backsOff(res Result) bool {
 	switch res.Class {
-	case "", ClassCanceled, ClassInvalidImageName:
+	case "", pull.ClassCanceled, pull.ClassInvalidImageName:
 		return false
-	case ClassDiskPressure:
+	case pull.ClassDiskPressure:
 		return res.Attempts > 0
 	}
 	return true
@@ -33,7 +35,7 @@ func (e *Engine) finish(j *job, res Result) {
 	case backsOff(res):
 		res.RetryAt = e.backoff.failed(j.backoffKey)
 	}
-	if res.Class == ClassCanceled {
+	if res.Class == pull.ClassCanceled {
 		delete(e.last, key)
 	} else {
 		e.last[key] = res
@@ -48,7 +50,7 @@ func (e *Engine) finish(j *job, res Result) {
 
 // finishCanceled reports a queued job dropped before it started.
 func (e *Engine) finishCanceled(j *job) {
-	e.report(Result{Image: j.ref.Original(), Ref: j.ref.String(), Class: ClassCanceled,
+	e.report(Result{Image: j.ref.Original(), Ref: j.ref.String(), Class: pull.ClassCanceled,
 		Message: "pull cancelled: image no longer wanted", Finished: e.clock.Now()})
 }
 
@@ -61,7 +63,7 @@ func (e *Engine) report(res Result) {
 		logger.V(1).Info("Image brought by another pull of its repository", "imageRef", res.ImageRef)
 	case res.Succeeded():
 		logger.Info("Pulled image", "imageRef", res.ImageRef, "size", res.Size)
-	case res.Class == ClassCanceled:
+	case res.Class == pull.ClassCanceled:
 		logger.V(1).Info("Pull cancelled", "message", res.Message)
 	default:
 		logger.Info("Failed to pull image", "reason", string(res.Class), "message", res.Message, "retryAt", res.RetryAt)

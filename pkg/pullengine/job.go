@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/warmer-dev/warmer/pkg/pullengine/pull"
+
 	"github.com/warmer-dev/warmer/pkg/imageref"
 )
 
@@ -51,9 +53,9 @@ func (e *Engine) timeoutOf(req Request) time.Duration {
 }
 
 func (j *job) status() Status {
-	s := Status{Image: j.ref.Original(), Ref: j.ref.String(), State: StateQueued}
+	s := Status{Image: j.ref.Original(), Ref: j.ref.String(), State: pull.StateQueued}
 	if j.running {
-		s.State = StatePulling
+		s.State = pull.StatePulling
 	}
 	return s
 }
@@ -68,7 +70,7 @@ func (e *Engine) run(ctx context.Context, j *job, siblings []string) {
 		return
 	}
 	if u, blocked := e.guard.check(ctx); blocked {
-		e.finish(j, Result{Image: j.ref.Original(), Ref: j.ref.String(), Class: ClassDiskPressure, Message: e.guard.message(u)})
+		e.finish(j, Result{Image: j.ref.Original(), Ref: j.ref.String(), Class: pull.ClassDiskPressure, Message: e.guard.message(u)})
 		return
 	}
 	// The clock's timer, not context.WithTimeout, so tests can move time.
@@ -94,10 +96,10 @@ func (e *Engine) pull(ctx context.Context, j *job) Result {
 	res.Attempts = attempts
 	if err != nil {
 		res.Class, res.Message, res.Err = e.failure(ctx, j, creds, err)
-		if provErr != nil && res.Class == ClassUnauthorized {
+		if provErr != nil && res.Class == pull.ClassUnauthorized {
 			// The refusal most likely comes from the plugin's missing
 			// answer: say so first. Its error holds no credential.
-			res.Class, res.Message = ClassCredentialProviderFailed, provErr.Error()+"; then: "+res.Message
+			res.Class, res.Message = pull.ClassCredentialProviderFailed, provErr.Error()+"; then: "+res.Message
 		}
 		return res
 	}
@@ -149,7 +151,7 @@ func (e *Engine) pullWithCredentials(ctx context.Context, j *job, creds []Creden
 		if ref, err = e.svc.PullImage(ctx, j.ref.String(), c.authConfig()); err == nil {
 			return ref, i + 1, nil
 		}
-		if ctx.Err() != nil || Classify(err, j.names()...) != ClassUnauthorized {
+		if ctx.Err() != nil || Classify(err, j.names()...) != pull.ClassUnauthorized {
 			return "", i + 1, err
 		}
 	}
@@ -162,11 +164,11 @@ func (e *Engine) failure(ctx context.Context, j *job, creds []Credential, err er
 	if ctx.Err() != nil {
 		switch cause := context.Cause(ctx); {
 		case errors.Is(cause, errTimedOut):
-			return ClassTimeout, fmt.Sprintf("pull did not finish within %s", j.timeout), err
+			return pull.ClassTimeout, fmt.Sprintf("pull did not finish within %s", j.timeout), err
 		case errors.Is(cause, errNotWanted):
-			return ClassCanceled, "pull cancelled: image no longer wanted", err
+			return pull.ClassCanceled, "pull cancelled: image no longer wanted", err
 		default:
-			return ClassCanceled, "pull cancelled: agent stopping", err
+			return pull.ClassCanceled, "pull cancelled: agent stopping", err
 		}
 	}
 	return Classify(err, j.names()...), redact(Message(err), creds), err

@@ -3,6 +3,8 @@ package pullengine
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/warmer-dev/warmer/pkg/pullengine/pull"
+
 	"github.com/warmer-dev/warmer/internal/promreg"
 )
 
@@ -112,7 +114,7 @@ func (m *metrics) observe(res Result) {
 			m.pullDuration.WithLabelValues(sizeBand(res.Size)).Observe(res.Duration.Seconds())
 			m.pulledBytes.Add(float64(res.Size))
 		}
-	case res.Class == ClassCanceled:
+	case res.Class == pull.ClassCanceled:
 		m.pullsTotal.WithLabelValues(resultCanceled, string(res.Class)).Inc()
 	default:
 		m.pullsTotal.WithLabelValues(resultFailure, string(res.Class)).Inc()

@@ -3,6 +3,8 @@ package pullengine
 import (
 	"testing"
 
+	"github.com/warmer-dev/warmer/pkg/pullengine/pull"
+
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
@@ -63,10 +65,10 @@ func TestMetricsRecorded(t *testing.T) {
 	if v := value(t, m.pullsTotal.WithLabelValues(resultSuccess, "")); v != 1 {
 		t.Errorf("success count %v, want 1", v)
 	}
-	if v := value(t, m.pullsTotal.WithLabelValues(resultFailure, string(ClassNotFound))); v != 1 {
+	if v := value(t, m.pullsTotal.WithLabelValues(resultFailure, string(pull.ClassNotFound))); v != 1 {
 		t.Errorf("NotFound count %v, want 1", v)
 	}
-	if v := value(t, m.pullBackOffs.WithLabelValues(string(ClassNotFound))); v != 1 {
+	if v := value(t, m.pullBackOffs.WithLabelValues(string(pull.ClassNotFound))); v != 1 {
 		t.Errorf("back-offs %v, want 1", v)
 	}
 	if v := value(t, m.pulledBytes); v != 42<<20 {

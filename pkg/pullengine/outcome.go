@@ -3,8 +3,9 @@ package pullengine
 import "github.com/warmer-dev/warmer/pkg/pullengine/pull"
 
 // The engine's reports are plain data kept in package pull, so that a
-// reader of them (the agent's planner) needs no CRI client; these names
-// keep the engine's API whole.
+// reader of them (the agent's planner) needs no CRI client. The types are
+// named here too, so the engine's API reads whole; the classes and states
+// are pull's constants, named once, there.
 
 // Result is the outcome of one pull job (pull.Result).
 type Result = pull.Result
@@ -27,31 +28,6 @@ type PresentImage = pull.PresentImage
 
 // MaxMessageBytes bounds Result.Message (pull.MaxMessageBytes).
 const MaxMessageBytes = pull.MaxMessageBytes
-
-// States (see package pull).
-const (
-	StateQueued  = pull.StateQueued
-	StatePulling = pull.StatePulling
-	StateBackOff = pull.StateBackOff
-	StateFailed  = pull.StateFailed
-	StatePulled  = pull.StatePulled
-)
-
-// Classes (see package pull).
-const (
-	ClassInvalidImageName          = pull.ClassInvalidImageName
-	ClassRegistryUnavailable       = pull.ClassRegistryUnavailable
-	ClassRateLimited               = pull.ClassRateLimited
-	ClassUnauthorized              = pull.ClassUnauthorized
-	ClassNotFound                  = pull.ClassNotFound
-	ClassNoMatchingPlatform        = pull.ClassNoMatchingPlatform
-	ClassSignatureValidationFailed = pull.ClassSignatureValidationFailed
-	ClassTimeout                   = pull.ClassTimeout
-	ClassDiskPressure              = pull.ClassDiskPressure
-	ClassCredentialProviderFailed  = pull.ClassCredentialProviderFailed
-	ClassErrImagePull              = pull.ClassErrImagePull
-	ClassCanceled                  = pull.ClassCanceled
-)
 
 // Classes lists every class a failed pull can have (pull.Classes).
 func Classes() []Class { return pull.Classes() }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/warmer-dev/warmer/pkg/pullengine/pull"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -64,8 +66,8 @@ func TestProviderFailureClass(t *testing.T) {
 		pullErr error
 		want    Class
 	}{
-		{"refused without the plugin's login", errUnauthorized, ClassCredentialProviderFailed},
-		{"another failure keeps its own class", status.Error(codes.NotFound, "failed to resolve reference: registry.test/team/app:v1: not found"), ClassNotFound},
+		{"refused without the plugin's login", errUnauthorized, pull.ClassCredentialProviderFailed},
+		{"another failure keeps its own class", status.Error(codes.NotFound, "failed to resolve reference: registry.test/team/app:v1: not found"), pull.ClassNotFound},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -76,7 +78,7 @@ func TestProviderFailureClass(t *testing.T) {
 			if res.Class != tt.want {
 				t.Fatalf("class %s (%s); want %s", res.Class, res.Message, tt.want)
 			}
-			if tt.want == ClassCredentialProviderFailed && !strings.HasPrefix(res.Message, provErr.Error()) {
+			if tt.want == pull.ClassCredentialProviderFailed && !strings.HasPrefix(res.Message, provErr.Error()) {
 				t.Errorf("message %q; want it to start with the provider's error", res.Message)
 			}
 			if a := h.svc.pullAt(0).auth; a != nil {

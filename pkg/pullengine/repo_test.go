@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warmer-dev/warmer/pkg/pullengine/pull"
+
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -24,7 +26,7 @@ func TestOnePullPerImageHoweverNamed(t *testing.T) {
 	reqs := []Request{{Image: "app@" + digestA}, {Image: "docker.io/library/app:v1@" + digestA},
 		{Image: "app:v1"}, {Image: "library/app:v1"}, {Image: "docker.io/library/app@" + digestA}}
 	for i, st := range h.eng.Sync(h.ctx, reqs) {
-		if st.State != StateQueued {
+		if st.State != pull.StateQueued {
 			t.Fatalf("%s: %s, want Queued", reqs[i].Image, st.State)
 		}
 	}
@@ -34,7 +36,7 @@ func TestOnePullPerImageHoweverNamed(t *testing.T) {
 		t.Fatalf("%s pulled while its repository's tag was being pulled", ref)
 	case <-time.After(50 * time.Millisecond):
 	}
-	if st, _ := h.eng.Status("app@" + digestA); st.State != StateQueued {
+	if st, _ := h.eng.Status("app@" + digestA); st.State != pull.StateQueued {
 		t.Fatalf("digest %s while the tag is pulled, want Queued", st.State)
 	}
 	release()
@@ -51,7 +53,7 @@ func TestOnePullPerImageHoweverNamed(t *testing.T) {
 	if !d.Succeeded() || d.Attempts != 0 || d.ImageRef != got[tag].ImageRef || d.Digest != digest || d.Size != 42<<20 {
 		t.Fatalf("digest's result %+v, want the tag's image without a pull", d)
 	}
-	if st, _ := h.eng.Status("app:v1@" + digestA); st.State != StatePulled {
+	if st, _ := h.eng.Status("app:v1@" + digestA); st.State != pull.StatePulled {
 		t.Fatalf("Status(tag@digest) = %s, want Pulled", st.State)
 	}
 }
@@ -94,10 +96,10 @@ func TestRepositoryOneAtATime(t *testing.T) {
 	if !h.eng.Cancel("app:v3") {
 		t.Fatal("Cancel(app:v3) found nothing")
 	}
-	if r := h.result(t); r.Class != ClassCanceled || r.Image != "app:v3" {
+	if r := h.result(t); r.Class != pull.ClassCanceled || r.Image != "app:v3" {
 		t.Fatalf("got %+v, want app:v3 cancelled", r)
 	}
-	if st, _ := h.eng.Status("app:v2"); st.State != StateQueued {
+	if st, _ := h.eng.Status("app:v2"); st.State != pull.StateQueued {
 		t.Fatalf("app:v2 %s while app:v1 pulls, want Queued", st.State)
 	}
 	releaseV1()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/warmer-dev/warmer/pkg/pullengine/pull"
+
 	"github.com/warmer-dev/warmer/internal/truncate"
 	"github.com/warmer-dev/warmer/pkg/imageref"
 )
@@ -25,12 +27,12 @@ func (e *Engine) Status(image string) (Status, bool) {
 	if !ok {
 		return Status{}, false
 	}
-	s := Status{Image: image, Ref: key, Last: &last, State: StateFailed}
+	s := Status{Image: image, Ref: key, Last: &last, State: pull.StateFailed}
 	switch {
 	case last.Succeeded():
-		s.State = StatePulled
+		s.State = pull.StatePulled
 	case last.RetryAt.After(e.clock.Now()):
-		s.State, s.RetryAt = StateBackOff, last.RetryAt
+		s.State, s.RetryAt = pull.StateBackOff, last.RetryAt
 	}
 	return s, true
 }
@@ -61,14 +63,14 @@ func (e *Engine) lastCopy(key string) *Result {
 // invalid answers a request whose reference does not parse. The runtime
 // is not called: it would only say the same, later.
 func (e *Engine) invalid(image string, err error) Status {
-	res := Result{Image: image, Class: ClassInvalidImageName, Message: truncate.String(err.Error(), MaxMessageBytes),
+	res := Result{Image: image, Class: pull.ClassInvalidImageName, Message: truncate.String(err.Error(), MaxMessageBytes),
 		Err: err, Finished: e.clock.Now()}
-	return Status{Image: image, State: StateFailed, Last: &res}
+	return Status{Image: image, State: pull.StateFailed, Last: &res}
 }
 
 // diskBlocked answers a request while the disk guard holds pulls back.
 func (e *Engine) diskBlocked(image string, ref imageref.Reference, u DiskUsage) Status {
 	now := e.clock.Now()
-	res := Result{Image: image, Ref: ref.String(), Class: ClassDiskPressure, Message: e.guard.message(u), Finished: now}
-	return Status{Image: image, Ref: ref.String(), State: StateFailed, RetryAt: now.Add(e.guard.interval), Last: &res}
+	res := Result{Image: image, Ref: ref.String(), Class: pull.ClassDiskPressure, Message: e.guard.message(u), Finished: now}
+	return Status{Image: image, Ref: ref.String(), State: pull.StateFailed, RetryAt: now.Add(e.guard.interval), Last: &res}
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warmer-dev/warmer/pkg/pullengine/pull"
+
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/pkg/imageref"
 	"github.com/warmer-dev/warmer/pkg/pullengine"
@@ -36,9 +38,9 @@ func budgetInput(refs []string, state func(i int) warmv1.ImageState) Input {
 		case warmv1.ImagePresent:
 			rt[key] = pullengine.PresentImage{ID: "sha256:id", RepoDigest: ref.Name() + "@" + budgetDigest(i), Size: 123_456_789 + uint64(i)}
 		case warmv1.ImagePulling:
-			in.Engine[key] = pullengine.Status{Image: key, Ref: key, State: pullengine.StatePulling}
+			in.Engine[key] = pullengine.Status{Image: key, Ref: key, State: pull.StatePulling}
 		case warmv1.ImageBackOff:
-			res := failedPull(key, pullengine.ClassNotFound, t0.Add(-time.Second))
+			res := failedPull(key, pull.ClassNotFound, t0.Add(-time.Second))
 			res.Message = fmt.Sprintf(`failed to pull and unpack image "%s": failed to resolve reference "%s": %s: not found`, r, r, r)
 			in.Engine[key] = backingOff(res)
 			in.Results = append(in.Results, res)

@@ -4,5 +4,5 @@
 // filesystem's level (DiskUsage) and what the runtime holds (PresentImage).
 // It is plain data, with no runtime, clock or API client behind it, so the
 // planner can read the engine's reports without importing the engine (and
-// through it CRI and gRPC). Package pullengine re-exports each name.
+// through it CRI and gRPC). Package pullengine aliases its types.
 package pull
