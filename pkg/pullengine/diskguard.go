@@ -99,7 +99,7 @@ func (g *diskGuard) read(ctx context.Context) DiskUsage {
 		return u
 	}
 	if err != nil {
-		logger.V(1).Info("Image filesystem level unknown, not guarding", "error", err.Error())
+		logger.V(1).Info("Image filesystem level unknown", "error", err.Error(), "holdingPulls", g.holdUnknown)
 		return DiskUsage{}
 	}
 	var fullest DiskUsage
@@ -107,7 +107,7 @@ func (g *diskGuard) read(ctx context.Context) DiskUsage {
 		u := DiskUsage{Mountpoint: fs.GetFsId().GetMountpoint(), ImagesBytes: fs.GetUsedBytes().GetValue()}
 		capacity, avail, err := g.statfs(u.Mountpoint)
 		if err != nil || capacity == 0 {
-			logger.V(1).Info("Image filesystem not reachable, not guarding it", "mountpoint", u.Mountpoint)
+			logger.V(1).Info("Image filesystem not reachable; its level is unknown", "mountpoint", u.Mountpoint)
 			continue
 		}
 		u.Known, u.CapacityBytes, u.AvailableBytes = true, capacity, min(avail, capacity)
