@@ -227,6 +227,7 @@ func setupAgent(ctx context.Context, mgr ctrl.Manager, cri *criclient.Client, f 
 	a := &agent.NodeAgent{
 		Client:           mgr.GetClient(),
 		APIReader:        mgr.GetAPIReader(),
+		SecretNamespace:  f.secretNamespace,
 		Recorder:         mgr.GetEventRecorder("warmer-agent"),
 		NodeName:         f.nodeName,
 		Runtime:          runtimeInfo(cri),

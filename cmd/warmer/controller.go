@@ -7,13 +7,16 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/leaderelection"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/controllers/imagewarm"
+	"github.com/warmer-dev/warmer/controllers/pullsecrets"
 )
 
 // controllerFlags are the status controller's settings.
@@ -24,6 +27,7 @@ type controllerFlags struct {
 	minWriteInterval time.Duration
 	lease            leaseFlags
 	imagesFromKinds  []string
+	secretResync     time.Duration
 }
 
 // leaseFlags time the leader election, under kube-controller-manager's flag
@@ -66,6 +70,7 @@ func (f *controllerFlags) bind(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.minWriteInterval, "min-status-interval", time.Second, "Least time between two progress writes of one ImageWarm's status; a settled result (no node pulling or yet to report) is written at once, and the last state always is.")
 	fs.StringSliceVar(&f.imagesFromKinds, "images-from-kinds", kindNames(warmv1.WorkloadKinds),
 		"Workload kinds the controller lists and watches, cluster-wide, for ImageWarms' spec.imagesFrom; \"none\" watches none (its RBAC rules can then go). An ImageWarm reading another kind gets ImagesResolved False, reason KindsNotWatched.")
+	fs.DurationVar(&f.secretResync, "pull-secret-resync", pullsecrets.DefaultResync, "How often each pull secret an ImageWarm names is read again, so its copy in --pull-secret-namespace follows a rotated or deleted source; a new name is copied at once.")
 	f.lease.bind(fs)
 	f.commonFlags.bind(fs, ":8080", ":8081")
 }
@@ -108,6 +113,9 @@ func runController(args []string, help io.Writer) error {
 	if err := positive("min-status-interval", f.minWriteInterval); err != nil {
 		return err
 	}
+	if err := positive("pull-secret-resync", f.secretResync); err != nil {
+		return err
+	}
 	if err := f.lease.validate(); err != nil {
 		return err
 	}
@@ -132,7 +140,7 @@ func runController(args []string, help io.Writer) error {
 		LeaseDuration:                 ptr(f.lease.duration),
 		RenewDeadline:                 ptr(f.lease.renewDeadline),
 		RetryPeriod:                   ptr(f.lease.retryPeriod),
-		Cache:                         imagewarm.CacheOptions(kinds),
+		Cache:                         controllerCache(kinds, f.secretNamespace),
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
@@ -140,6 +148,10 @@ func runController(args []string, help io.Writer) error {
 	r := &imagewarm.Reconciler{Client: mgr.GetClient(), MinWriteInterval: f.minWriteInterval, WatchedKinds: kinds, Clock: binaryClock}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the controller: %w", err)
+	}
+	copier := &pullsecrets.Copier{Namespace: f.secretNamespace, Resync: f.secretResync, Clock: binaryClock}
+	if err := copier.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the pull secret copier: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
@@ -149,6 +161,14 @@ func runController(args []string, help io.Writer) error {
 	}
 	ctrl.Log.Info("Starting controller", "version", version)
 	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// controllerCache is the controller's cache: the workload kinds it
+// watches, and of Secrets only the copies in its namespace.
+func controllerCache(kinds []warmv1.WorkloadKind, secretNamespace string) cache.Options {
+	opts := imagewarm.CacheOptions(kinds)
+	opts.ByObject[&corev1.Secret{}] = pullsecrets.CacheOptions(secretNamespace)
+	return opts
 }
 
 func ptr[T any](v T) *T { return &v }

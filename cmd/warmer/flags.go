@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -13,6 +15,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/warmer-dev/warmer/internal/secretcopy"
 )
 
 // commonFlags are the flags both roles take.
@@ -21,7 +25,9 @@ type commonFlags struct {
 	metricsAddr string
 	probeAddr   string
 	pprofAddr   string
-	zap         zap.Options
+	// secretNamespace holds the controller's copies of pull secrets.
+	secretNamespace string
+	zap             zap.Options
 }
 
 func (c *commonFlags) bind(fs *pflag.FlagSet, metricsDefault, probeDefault string) {
@@ -29,6 +35,8 @@ func (c *commonFlags) bind(fs *pflag.FlagSet, metricsDefault, probeDefault strin
 	fs.StringVar(&c.metricsAddr, "metrics-bind-address", metricsDefault, "Address the Prometheus /metrics endpoint listens on; \"0\" turns it off.")
 	fs.StringVar(&c.probeAddr, "health-probe-bind-address", probeDefault, "Address /healthz and /readyz listen on; \"0\" turns them off.")
 	fs.StringVar(&c.pprofAddr, "pprof-bind-address", "0", "Address Go's /debug/pprof profiles listen on, for performance work; \"0\" (the default) turns them off.")
+	fs.StringVar(&c.secretNamespace, "pull-secret-namespace", cmp.Or(os.Getenv("POD_NAMESPACE"), secretcopy.DefaultNamespace),
+		"Namespace where the controller keeps its copies of the pull secrets ImageWarms name, and the only one whose Secrets the agents read (default $POD_NAMESPACE, from the downward API in the shipped manifests, else warmer-system).")
 	// controller-runtime binds its zap flags on a standard flag set only.
 	zfs := flag.NewFlagSet("zap", flag.ContinueOnError)
 	c.zap.BindFlags(zfs)

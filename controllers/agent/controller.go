@@ -1,12 +1,11 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/warmer-dev/warmer/controllers/agent/plan"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,6 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/controllers/agent/plan"
+	"github.com/warmer-dev/warmer/internal/secretcopy"
 	"github.com/warmer-dev/warmer/pkg/pullengine"
 )
 
@@ -54,9 +55,13 @@ type NodeAgent struct {
 	// Client reads ImageWarms, the Node and the NodeWarm from the cache
 	// and writes the NodeWarm.
 	Client client.Client
-	// APIReader reads Secrets and the NodeWarm without a cache: the agent
-	// may get, but never list or watch, Secrets.
+	// APIReader reads the copies of pull secrets and the NodeWarm without
+	// a cache: the agent may get, but never list or watch, Secrets.
 	APIReader client.Reader
+	// SecretNamespace is warmer's namespace, where the controller keeps
+	// the copies of the pull secrets ImageWarms name; the agent reads no
+	// Secret elsewhere. Empty means secretcopy.DefaultNamespace.
+	SecretNamespace string
 	// Engine pulls the images; Listener must be given to it as its
 	// listener.
 	Engine Engine
@@ -310,7 +315,7 @@ func (a *NodeAgent) desired(ctx context.Context, node *corev1.Node) (plan.Desire
 // events, metrics and the NodeWarm status. It returns when the next pass
 // is due.
 func (a *NodeAgent) apply(ctx context.Context, node *corev1.Node, nw *warmv1.NodeWarm, out *plan.Output) (time.Duration, error) {
-	secrets := newSecretKeyrings(a.APIReader)
+	secrets := newSecretKeyrings(a.APIReader, cmp.Or(a.SecretNamespace, secretcopy.DefaultNamespace))
 	reqs := make([]pullengine.Request, len(out.Pulls))
 	for i, p := range out.Pulls {
 		reqs[i] = pullengine.Request{Image: p.Image, Priority: p.Priority, Timeout: p.Timeout, MissingSince: p.MissingSince,

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -9,21 +10,27 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/warmer-dev/warmer/internal/secretcopy"
 	"github.com/warmer-dev/warmer/pkg/pullengine"
 )
 
 // secretKeyrings reads pull secrets for one reconcile pass, each at most
-// once. Secrets are read with a plain GET through an uncached reader: an
-// agent on every node must not list or watch every Secret in the cluster.
-// Only images that need pulling cause reads, so a warm node reads none.
+// once. The agent reads not the secret an ImageWarm names but the
+// controller's copy of it in warmer's namespace (secretcopy), the only
+// namespace whose Secrets its Role lets it read. Copies are read with a
+// plain GET through an uncached reader: an agent on every node must not
+// hold every pull secret in memory. Only images that need pulling cause
+// reads, so a warm node reads none.
 type secretKeyrings struct {
 	reader client.Reader
+	// ns is the namespace of the copies.
+	ns    string
 	rings  map[types.NamespacedName]*pullengine.Keyring
 	errs   map[types.NamespacedName]error
 }
 
-func newSecretKeyrings(r client.Reader) *secretKeyrings {
-	return &secretKeyrings{reader: r, rings: map[types.NamespacedName]*pullengine.Keyring{}, errs: map[types.NamespacedName]error{}}
+func newSecretKeyrings(r client.Reader, ns string) *secretKeyrings {
+	return &secretKeyrings{reader: r, ns: ns, rings: map[types.NamespacedName]*pullengine.Keyring{}, errs: map[types.NamespacedName]error{}}
 }
 
 // keyring merges the keyrings of the named secrets, in order; secrets that
@@ -59,22 +66,24 @@ func (s *secretKeyrings) get(ctx context.Context, nn types.NamespacedName) *pull
 	return nil
 }
 
-// read turns one secret into a keyring. Errors name the secret and the
-// problem, never its content; a keyring may come back beside an error when
-// only some entries were bad.
+// read turns the copy of one secret into a keyring. Errors name the
+// secret and the problem, never its content; a keyring may come back
+// beside an error when only some entries were bad.
 func (s *secretKeyrings) read(ctx context.Context, nn types.NamespacedName) (*pullengine.Keyring, error) {
 	var sec corev1.Secret
-	if err := s.reader.Get(ctx, nn, &sec); err != nil {
+	if err := s.reader.Get(ctx, types.NamespacedName{Namespace: s.ns, Name: secretcopy.Name(nn)}, &sec); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("pull secret %q not found in namespace %q", nn.Name, nn.Namespace)
+			// The controller copies a secret soon after an ImageWarm names
+			// it; the planner tries again shortly (secretRetry).
+			return nil, fmt.Errorf("pull secret %q of namespace %q is not copied into %q yet (by warmer's controller)", nn.Name, nn.Namespace, s.ns)
 		}
-		return nil, fmt.Errorf("reading pull secret %q: %w", nn.Name, err)
+		return nil, fmt.Errorf("reading the copy of pull secret %q: %w", nn.Name, err)
 	}
-	switch sec.Type {
-	case corev1.SecretTypeDockerConfigJson, corev1.SecretTypeDockercfg:
-	default:
-		return nil, fmt.Errorf("pull secret %q has type %q; want %s or %s", nn.Name, sec.Type,
-			corev1.SecretTypeDockerConfigJson, corev1.SecretTypeDockercfg)
+	if src, ok := secretcopy.Source(&sec); !ok || src != nn {
+		return nil, fmt.Errorf("the copy of pull secret %q in %q is not warmer's copy of it", nn.Name, s.ns)
+	}
+	if problem := sec.Annotations[secretcopy.Problem]; problem != "" {
+		return nil, errors.New(problem)
 	}
 	k := pullengine.NewKeyring()
 	if err := k.AddSecret(string(sec.Type), sec.Data); err != nil {

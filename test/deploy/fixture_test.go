@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/internal/secretcopy"
 	"github.com/warmer-dev/warmer/test/testbed"
 )
 
@@ -26,20 +27,23 @@ const (
 )
 
 // createFixture creates, as admin, what the checks act on: a namespace
-// with a pull secret and an ImageWarm, two Nodes, and the other node's
+// with a pull secret (and its copy) and an ImageWarm, two Nodes, and the other node's
 // NodeWarm. Admin writes to NodeWarms are not subject to the policy.
 func createFixture(t *testing.T, cp *testbed.ControlPlane) {
 	t.Helper()
 	for _, n := range []string{ownNode, otherNode} {
 		cp.CreateNode(t, n, nil)
 	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: teamNamespace, Name: pullSecret},
+		Type:       corev1.SecretTypeDockerConfigJson,
+		Data:       map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{}}`)},
+	}
 	objs := []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: teamNamespace}},
-		&corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: teamNamespace, Name: pullSecret},
-			Type:       corev1.SecretTypeDockerConfigJson,
-			Data:       map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{}}`)},
-		},
+		secret,
+		// The controller's copy of it, as the copier would write it.
+		secretcopy.Copy(secret, systemNamespace),
 		&warmv1.ImageWarm{
 			ObjectMeta: metav1.ObjectMeta{Namespace: teamNamespace, Name: warmName},
 			Spec:       warmv1.ImageWarmSpec{Images: []warmv1.ImageReference{"nginx:1.27"}},

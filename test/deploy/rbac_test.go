@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/internal/secretcopy"
 	"github.com/warmer-dev/warmer/test/testbed"
 )
 
@@ -54,11 +55,19 @@ func TestAgentPermissions(t *testing.T) {
 			n.Labels["warmer.dev/touched"] = "yes"
 			return c.Update(ctx, &n)
 		}},
-		{name: "get a pull secret", want: allowed, do: func(ctx context.Context, c client.WithWatch) error {
+		// Pull secrets reach it as the controller's copies in warmer's
+		// namespace; no Secret elsewhere, named or not.
+		{name: "get a copy of a pull secret", want: allowed, do: func(ctx context.Context, c client.WithWatch) error {
+			return c.Get(ctx, types.NamespacedName{Namespace: systemNamespace, Name: copyName(pullSecret)}, &corev1.Secret{})
+		}},
+		{name: "get a pull secret", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error {
 			return c.Get(ctx, types.NamespacedName{Namespace: teamNamespace, Name: pullSecret}, &corev1.Secret{})
 		}},
-		{name: "get a missing secret", want: allowed, do: func(ctx context.Context, c client.WithWatch) error {
-			return c.Get(ctx, types.NamespacedName{Namespace: teamNamespace, Name: "missing"}, &corev1.Secret{})
+		{name: "get a secret of kube-system", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error {
+			return c.Get(ctx, types.NamespacedName{Namespace: "kube-system", Name: "bootstrap-token-abcdef"}, &corev1.Secret{})
+		}},
+		{name: "list copies", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error {
+			return c.List(ctx, &corev1.SecretList{}, client.InNamespace(systemNamespace))
 		}},
 		{name: "list secrets", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error { return c.List(ctx, &corev1.SecretList{}) }},
 		{name: "list secrets of a namespace", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error { return c.List(ctx, &corev1.SecretList{}, inTeam) }},
@@ -132,8 +141,20 @@ func TestControllerPermissions(t *testing.T) {
 			list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
 			return watchOnce(ctx, c, list)
 		}},
-		{name: "get a secret", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error {
+		// A namespace opts in to lend its pull secrets with a RoleBinding;
+		// the fixture's namespace has none.
+		{name: "get a pull secret of a namespace that did not opt in", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error {
 			return c.Get(ctx, types.NamespacedName{Namespace: teamNamespace, Name: pullSecret}, &corev1.Secret{})
+		}},
+		{name: "list secrets", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error { return c.List(ctx, &corev1.SecretList{}) }},
+		{name: "watch the copies", want: allowed, do: func(ctx context.Context, c client.WithWatch) error {
+			return watchOnce(ctx, c, &corev1.SecretList{}, client.InNamespace(systemNamespace))
+		}},
+		{name: "write a copy", want: allowed, do: func(ctx context.Context, c client.WithWatch) error {
+			return c.Create(ctx, secretcopy.Placeholder(types.NamespacedName{Namespace: teamNamespace, Name: "new"}, systemNamespace, "test"))
+		}},
+		{name: "write a secret in another namespace", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error {
+			return c.Create(ctx, secretcopy.Placeholder(types.NamespacedName{Namespace: teamNamespace, Name: "new"}, teamNamespace, "test"))
 		}},
 		// imagesFrom: workloads are listed and watched, nothing else.
 		{name: "watch Deployments", want: allowed, do: func(ctx context.Context, c client.WithWatch) error {
@@ -197,4 +218,10 @@ func kubeletAllows(admin client.Client, node, subresource string) func(context.C
 		}
 		return apierrors.NewForbidden(schema.GroupResource{Resource: "nodes/" + subresource}, node, errors.New(sar.Status.Reason))
 	}
+}
+
+// copyName is the name of the controller's copy of a pull secret of the
+// fixture's namespace.
+func copyName(secret string) string {
+	return secretcopy.Name(types.NamespacedName{Namespace: teamNamespace, Name: secret})
 }

@@ -13,6 +13,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -57,6 +58,12 @@ func TestRolesSuffice(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Namespace: teamNamespace, Name: pullSecret},
 			Type:       corev1.SecretTypeDockerConfigJson,
 			Data:       map[string][]byte{corev1.DockerConfigJsonKey: []byte(auth)},
+		},
+		// The namespace lends its pull secrets to warmer (opt-in).
+		&rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: teamNamespace, Name: "warmer-pull-secrets"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "warmer-controller-pull-secrets"},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: systemNamespace, Name: "warmer-controller"}},
 		},
 		&warmv1.ImageWarm{
 			ObjectMeta: metav1.ObjectMeta{Namespace: teamNamespace, Name: warmName},

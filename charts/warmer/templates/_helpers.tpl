@@ -70,3 +70,15 @@ turns it off; a feature that is off installs none of its rules
 {{- $v := index .Values.controller.flags "images-from-kinds" -}}
 {{- if or (kindIs "invalid" $v) (not (has (toString $v) (list "" "none"))) }}true{{ end -}}
 {{- end }}
+
+{{- /*
+Where the controller may read the pull secrets ImageWarms name:
+"namespaces" (opt-in RoleBindings) or "cluster"; anything else fails.
+*/}}
+{{- define "warmer.pullSecretScope" -}}
+{{- $v := .Values.pullSecrets.readScope | default "namespaces" -}}
+{{- if not (has $v (list "namespaces" "cluster")) -}}
+{{- fail (printf "pullSecrets.readScope is %q; want namespaces or cluster" $v) -}}
+{{- end -}}
+{{- $v -}}
+{{- end }}
