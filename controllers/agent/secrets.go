@@ -25,8 +25,8 @@ type secretKeyrings struct {
 	reader client.Reader
 	// ns is the namespace of the copies.
 	ns    string
-	rings  map[types.NamespacedName]*pullengine.Keyring
-	errs   map[types.NamespacedName]error
+	rings map[types.NamespacedName]*pullengine.Keyring
+	errs  map[types.NamespacedName]error
 }
 
 func newSecretKeyrings(r client.Reader, ns string) *secretKeyrings {
