@@ -133,6 +133,7 @@ func TestAgentBadInput(t *testing.T) {
 	f := testbed.StartFleet(t, map[string]map[string]string{bedNode: nil}, testbed.FleetOptions{})
 	f.Create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: badNS}})
 	f.Create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: otherNS}})
+	f.CP.LendPullSecrets(t, badNS)
 	cases := agentCases(t, regs, cat)
 	publics := make([]string, len(cases))
 	for i, c := range cases {

@@ -97,6 +97,7 @@ func TestE2E(t *testing.T) {
 	})
 
 	t.Run("private image with the right secret", func(t *testing.T) {
+		f.CP.LendPullSecrets(t, ns)
 		f.Create(t, build.DockerConfigSecret(ns, "regcred", regs.Auth.Host, regs.Auth.Username(), regs.Auth.Password()))
 		iw := build.ImageWarm(ns, "private", build.Images(cat.Private.Ref))
 		iw.Spec.ImagePullSecrets = []warmv1.SecretReference{{Name: "regcred"}}

@@ -22,6 +22,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/internal/secretcopy"
 	"github.com/warmer-dev/warmer/test/testbed"
 	"github.com/warmer-dev/warmer/test/testbed/build"
 	"github.com/warmer-dev/warmer/test/testbed/faults"
@@ -189,7 +190,7 @@ func warmOnNode(t *testing.T, reg *testbed.Registry, config map[string]any, want
 	n := testbed.StartNode(t, testbed.NodeOptions{Mirrors: map[string]string{mirrored: proxy.Host}, KubeletConfig: config})
 	b := &bed{node: n, proxy: proxy}
 	b.wantPolicy(t, want)
-	for _, ns := range []string{owner, other} {
+	for _, ns := range []string{owner, other, secretcopy.DefaultNamespace} {
 		b.namespace(t, ns)
 	}
 	b.create(t, build.DockerConfigSecret(owner, secretName, mirrored, reg.Username(), reg.Password()))
@@ -197,6 +198,12 @@ func warmOnNode(t *testing.T, reg *testbed.Registry, config map[string]any, want
 	iw.Spec.ImagePullSecrets = []warmv1.SecretReference{{Name: secretName}}
 	b.create(t, iw)
 
+	// The controller copies the owner's secret into warmer's namespace,
+	// where the agent reads it.
+	copier := testbed.StartProcess(t, "controller", testbed.BuildWarmer(t), "controller",
+		"--kubeconfig", n.Kubeconfig, "--leader-elect=false",
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
+	defer copier.Stop()
 	agent := testbed.StartProcess(t, "agent", append([]string{testbed.BuildWarmer(t), "agent",
 		"--kubeconfig", n.Kubeconfig, "--node-name", n.Name,
 		"--container-runtime-endpoint", n.Containerd.Endpoint,

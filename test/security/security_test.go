@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/internal/secretcopy"
 	"github.com/warmer-dev/warmer/test/testbed"
 	"github.com/warmer-dev/warmer/test/testbed/build"
 	"github.com/warmer-dev/warmer/test/testbed/hostcheck"
@@ -56,6 +57,7 @@ func TestSecrets(t *testing.T) {
 	for _, ns := range []string{nsA, nsB} {
 		f.Create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	}
+	f.CP.LendPullSecrets(t, nsA) // team-a lends warmer its pull secrets; team-b does not
 	small := testbed.ImageOptions{LayerSize: 64 << 10}
 	private := regs.Auth.PushRandom(t, "private/right:v1", small).Ref
 	denied := regs.Auth.PushRandom(t, "private/wrong:v1", small).Ref
@@ -103,8 +105,9 @@ func TestSecrets(t *testing.T) {
 }
 
 // testBorrow: a user who may only create ImageWarms in team-a names team-b's
-// secret. The agent looks for it in team-a only, reports it missing, and
-// never asks the API server for any team-b secret.
+// secret. The controller looks for it in team-a only, the agent reports it
+// missing, and neither asks the API server for any team-b secret or reads
+// a Secret outside team-a by anything but a GET.
 func testBorrow(t *testing.T, f *testbed.Fleet, image string) {
 	ctx := context.Background()
 	c := limitedUser(t, f)
@@ -130,11 +133,15 @@ func testBorrow(t *testing.T, f *testbed.Fleet, image string) {
 		t.Fatalf("%s was pulled with a borrowed secret", image)
 	}
 	reads := secretRequests(t, f.CP.AuditLog)
-	if !reads["get "+nsA+"/cross"] || !reads["get "+nsA+"/regcred"] {
-		t.Fatalf("the audit log lacks the agent's reads in %s (%v): it would prove nothing", nsA, reads)
+	// The controller reads the secrets team-a's ImageWarms name, in
+	// team-a, to copy them; the agent reads only the copies.
+	crossCopy := secretcopy.Name(client.ObjectKey{Namespace: nsA, Name: "cross"})
+	if !reads["get "+nsA+"/cross"] || !reads["get "+nsA+"/regcred"] || !reads["get "+secretcopy.DefaultNamespace+"/"+crossCopy] {
+		t.Fatalf("the audit log lacks warmer's reads in %s and of the copy %s (%v): it would prove nothing", nsA, crossCopy, reads)
 	}
 	for r := range reads {
-		if strings.Contains(r, " "+nsB+"/") || !strings.HasPrefix(r, "get ") {
+		inWarmer := strings.Contains(r, " "+secretcopy.DefaultNamespace+"/")
+		if strings.Contains(r, " "+nsB+"/") || (!inWarmer && !strings.HasPrefix(r, "get ")) {
 			t.Errorf("warmer made the request %q", r)
 		}
 	}
