@@ -127,6 +127,9 @@ type carried struct {
 	// report is the NodeWarm as last read or written, and the write
 	// pacing's memory.
 	report reportState
+	// copyMissing is when each pull secret's copy was first found
+	// missing (secrets.go).
+	copyMissing map[types.NamespacedName]time.Time
 }
 
 // Listener is what the engine reports pulls to. It only queues them for
@@ -315,18 +318,26 @@ func (a *NodeAgent) desired(ctx context.Context, node *corev1.Node) (plan.Desire
 // events, metrics and the NodeWarm status. It returns when the next pass
 // is due.
 func (a *NodeAgent) apply(ctx context.Context, node *corev1.Node, nw *warmv1.NodeWarm, out *plan.Output) (time.Duration, error) {
-	secrets := newSecretKeyrings(a.APIReader, cmp.Or(a.SecretNamespace, secretcopy.DefaultNamespace))
-	reqs := make([]pullengine.Request, len(out.Pulls))
-	for i, p := range out.Pulls {
-		reqs[i] = pullengine.Request{Image: p.Image, Priority: p.Priority, Timeout: p.Timeout, MissingSince: p.MissingSince,
-			Keyring: secrets.keyring(ctx, p.Secrets)}
+	if a.carry.copyMissing == nil {
+		a.carry.copyMissing = map[types.NamespacedName]time.Time{}
+	}
+	secrets := newSecretKeyrings(a.APIReader, cmp.Or(a.SecretNamespace, secretcopy.DefaultNamespace), a.carry.copyMissing, a.Clock.Now())
+	reqs := make([]pullengine.Request, 0, len(out.Pulls))
+	next := out.Next
+	for _, p := range out.Pulls {
+		ring, wait := secrets.keyring(ctx, p.Secrets)
+		if wait {
+			next = min(next, pendingRetry)
+			continue
+		}
+		reqs = append(reqs, pullengine.Request{Image: p.Image, Priority: p.Priority, Timeout: p.Timeout, MissingSince: p.MissingSince,
+			Keyring: ring})
 	}
 	a.Engine.Sync(ctx, reqs)
 	out.Applied(secrets.outcomes(), a.applyPins(ctx, out.Pins, out.Unpins))
 	a.record(ctx, node, out.Events)
 	evictionsTotal.Add(float64(out.Evictions))
 	setGauges(out.Status)
-	next := out.Next
 	wait, err := a.maybeWrite(ctx, nw, out.Status)
 	if wait > 0 && wait < next {
 		next = wait

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,35 +28,68 @@ type secretKeyrings struct {
 	ns    string
 	rings map[types.NamespacedName]*pullengine.Keyring
 	errs  map[types.NamespacedName]error
+	// missing is when each secret's copy was first found missing, kept
+	// across passes (carried.copyMissing); now is the pass's time.
+	missing map[types.NamespacedName]time.Time
+	now     time.Time
+	// pending are the secrets whose copies are not there yet, this pass.
+	pending map[types.NamespacedName]bool
 }
 
-func newSecretKeyrings(r client.Reader, ns string) *secretKeyrings {
-	return &secretKeyrings{reader: r, ns: ns, rings: map[types.NamespacedName]*pullengine.Keyring{}, errs: map[types.NamespacedName]error{}}
+// copyGrace is how long a missing copy counts as on its way: the
+// controller copies a secret as soon as an ImageWarm names it, and the
+// agent may see the ImageWarm first. Meanwhile pulls that need it wait
+// (a pull without it would fail and start a back-off); after it, the
+// missing copy is reported and the pull goes ahead without it.
+const copyGrace = 30 * time.Second
+
+// pendingRetry is how soon a pass comes back while a pull waits for a
+// copy.
+const pendingRetry = 2 * time.Second
+
+func newSecretKeyrings(r client.Reader, ns string, missing map[types.NamespacedName]time.Time, now time.Time) *secretKeyrings {
+	return &secretKeyrings{reader: r, ns: ns, rings: map[types.NamespacedName]*pullengine.Keyring{}, errs: map[types.NamespacedName]error{},
+		missing: missing, now: now, pending: map[types.NamespacedName]bool{}}
 }
 
 // keyring merges the keyrings of the named secrets, in order; secrets that
-// cannot be used are skipped (see problems).
-func (s *secretKeyrings) keyring(ctx context.Context, names []types.NamespacedName) *pullengine.Keyring {
+// cannot be used are skipped (see outcomes). wait is true when a copy is
+// still on its way: the pull should wait for it.
+func (s *secretKeyrings) keyring(ctx context.Context, names []types.NamespacedName) (ring *pullengine.Keyring, wait bool) {
 	if len(names) == 0 {
-		return nil
+		return nil, false
 	}
 	rings := make([]*pullengine.Keyring, 0, len(names))
 	for _, nn := range names {
 		if k := s.get(ctx, nn); k != nil {
 			rings = append(rings, k)
 		}
+		wait = wait || s.pending[nn]
 	}
-	return pullengine.MergeKeyrings(rings...)
+	return pullengine.MergeKeyrings(rings...), wait
 }
 
 func (s *secretKeyrings) get(ctx context.Context, nn types.NamespacedName) *pullengine.Keyring {
 	if k, ok := s.rings[nn]; ok {
 		return k
 	}
-	if _, failed := s.errs[nn]; failed {
+	if _, failed := s.errs[nn]; failed || s.pending[nn] {
 		return nil
 	}
 	k, err := s.read(ctx, nn)
+	if errors.Is(err, errNotCopied) {
+		first, seen := s.missing[nn]
+		if !seen {
+			first = s.now
+			s.missing[nn] = first
+		}
+		if s.now.Sub(first) < copyGrace {
+			s.pending[nn] = true
+			return nil
+		}
+	} else {
+		delete(s.missing, nn)
+	}
 	if err != nil {
 		s.errs[nn] = err
 	}
@@ -66,6 +100,9 @@ func (s *secretKeyrings) get(ctx context.Context, nn types.NamespacedName) *pull
 	return nil
 }
 
+// errNotCopied is a copy not found.
+var errNotCopied = errors.New("not copied")
+
 // read turns the copy of one secret into a keyring. Errors name the
 // secret and the problem, never its content; a keyring may come back
 // beside an error when only some entries were bad.
@@ -73,9 +110,8 @@ func (s *secretKeyrings) read(ctx context.Context, nn types.NamespacedName) (*pu
 	var sec corev1.Secret
 	if err := s.reader.Get(ctx, types.NamespacedName{Namespace: s.ns, Name: secretcopy.Name(nn)}, &sec); err != nil {
 		if apierrors.IsNotFound(err) {
-			// The controller copies a secret soon after an ImageWarm names
-			// it; the planner tries again shortly (secretRetry).
-			return nil, fmt.Errorf("pull secret %q of namespace %q is not copied into %q yet (by warmer's controller)", nn.Name, nn.Namespace, s.ns)
+			return nil, fmt.Errorf("%w: pull secret %q of namespace %q has no copy in %q after %v; is warmer's controller running?",
+				errNotCopied, nn.Name, nn.Namespace, s.ns, copyGrace)
 		}
 		return nil, fmt.Errorf("reading the copy of pull secret %q: %w", nn.Name, err)
 	}
