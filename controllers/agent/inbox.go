@@ -31,9 +31,9 @@ type inbox struct {
 var _ pullengine.Listener = &inbox{}
 
 // PullStarted queues a started pull.
-func (b *inbox) PullStarted(ref imageref.Reference) {
+func (b *inbox) PullStarted(ref imageref.Reference, tag string) {
 	b.mu.Lock()
-	b.started = append(b.started, plan.StartedPull{Key: ref.String(), At: b.clock.Now()})
+	b.started = append(b.started, plan.StartedPull{Key: ref.String(), Tag: tag, At: b.clock.Now()})
 	b.mu.Unlock()
 	if b.pokeOnStart {
 		b.poke()

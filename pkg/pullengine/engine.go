@@ -200,11 +200,11 @@ func (e *Engine) enqueueLocked(a admitted) Status {
 		e.update(j, a.req, a.creds)
 		return j.status()
 	}
-	if last, ok := e.last[key]; ok && last.Succeeded() && !a.req.MissingSince.IsZero() && last.Finished.After(a.req.MissingSince) {
-		return Status{Image: a.req.Image, Ref: key, State: pull.StatePulled, Last: &last}
+	if last, ok := e.last[key]; ok && last.Succeeded() && last.Tag == a.req.Tag && !a.req.MissingSince.IsZero() && last.Finished.After(a.req.MissingSince) {
+		return Status{Image: a.req.Image, Ref: key, State: pull.StatePulled, Last: &last, Tag: last.Tag}
 	}
 	if until, ok := e.backoff.retryAt(bkey); ok {
-		return Status{Image: a.req.Image, Ref: key, State: pull.StateBackOff, RetryAt: until, Last: e.lastCopy(key)}
+		return Status{Image: a.req.Image, Ref: key, State: pull.StateBackOff, RetryAt: until, Last: e.lastCopy(key), Tag: a.req.Tag}
 	}
 	j := e.newJob(a.ref, a.req, a.creds, bkey)
 	e.addJobLocked(j)
@@ -241,7 +241,7 @@ func (e *Engine) update(j *job, req Request, creds []Credential) {
 		return
 	}
 	j.priority, j.timeout = req.Priority, e.timeoutOf(req)
-	j.creds, j.backoffKey = creds, backoffKey(j.ref.String(), creds)
+	j.creds, j.backoffKey, j.tag = creds, backoffKey(j.ref.String(), creds), req.Tag
 	if j.index >= 0 { // not parked behind its repository's pull
 		heap.Fix(&e.queue, j.index)
 	}

@@ -236,7 +236,7 @@ func testCancel(t *testing.T, n *node, cat testbed.Catalog) {
 	n.removeAll(t)
 	started := make(chan struct{}, 1)
 	e := startEngine(t, n.cri, testOptions(pullengine.Options{
-		Listener: pullengine.ListenerFuncs{Started: func(imageref.Reference) { started <- struct{}{} }},
+		Listener: pullengine.ListenerFuncs{Started: func(imageref.Reference, string) { started <- struct{}{} }},
 	}))
 	e.Enqueue(e.ctx, pullengine.Request{Image: cat.Large.Ref})
 	<-started
@@ -360,7 +360,7 @@ func TestEngineDeduplicates(t *testing.T) {
 		var during []pullengine.Status
 		svc := newCountingService(n.cri)
 		var e *engine
-		started := func(imageref.Reference) {
+		started := func(imageref.Reference, string) {
 			st := enqueueAll(e, dedupSpellings[1:])
 			mu.Lock()
 			during = append(during, st...)

@@ -219,7 +219,7 @@ func TestResultFields(t *testing.T) {
 	release := h.svc.block(ref)
 	var started []string
 	h.eng.listener = ListenerFuncs{
-		Started:  func(r imageref.Reference) { started = append(started, r.String()) },
+		Started:  func(r imageref.Reference, _ string) { started = append(started, r.String()) },
 		Finished: func(r Result) { h.results <- r },
 	}
 	h.enqueue("quay.io/team/app:v1", 0)
@@ -285,5 +285,36 @@ func TestMissingSince(t *testing.T) {
 	h.eng.Sync(h.ctx, []Request{{Image: "a", MissingSince: h.clock.Now()}})
 	if res := h.result(t); !res.Succeeded() || len(h.svc.pulled()) != 2 {
 		t.Fatalf("second pull: %+v after %d calls, want a new pull", res, len(h.svc.pulled()))
+	}
+}
+
+// TestTags: a queued job takes the tag of the latest request, a running
+// one keeps its own; results and statuses carry the tag the job pulled
+// with; and a success under one tag is no answer to another tag's request
+// (warmer's agent keeps each namespace's credentials apart this way).
+func TestTags(t *testing.T) {
+	h := newHarness(t, Options{})
+	ref := key(t, "a")
+	release := h.svc.block(ref)
+	h.eng.Sync(h.ctx, []Request{{Image: "a", Tag: "team-a"}})
+	h.svc.waitStarted(t, ref)
+	st := h.eng.Sync(h.ctx, []Request{{Image: "a", Tag: "team-b"}})
+	if st[0].State != pull.StatePulling || st[0].Tag != "team-a" {
+		t.Fatalf("running job asked with another tag: %+v; want Pulling under team-a", st[0])
+	}
+	release()
+	if res := h.result(t); !res.Succeeded() || res.Tag != "team-a" {
+		t.Fatalf("result %+v; want success under team-a", res)
+	}
+	if s, _ := h.eng.Status("a"); s.Tag != "team-a" {
+		t.Fatalf("status after the pull %+v; want team-a", s)
+	}
+	seen := h.clock.Now().Add(-time.Second)
+	st = h.eng.Sync(h.ctx, []Request{{Image: "a", Tag: "team-b", MissingSince: seen}})
+	if st[0].State == pull.StatePulled {
+		t.Fatalf("team-b's request answered by team-a's pull: %+v", st[0])
+	}
+	if res := h.result(t); !res.Succeeded() || res.Tag != "team-b" || len(h.svc.pulled()) != 2 {
+		t.Fatalf("team-b's pull: %+v after %d PullImage calls; want its own pull", res, len(h.svc.pulled()))
 	}
 }

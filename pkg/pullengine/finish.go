@@ -24,7 +24,7 @@ func backsOff(res Result) bool {
 // listener, in that order, so that a listener reacting to the result sees
 // the engine already updated.
 func (e *Engine) finish(j *job, res Result) {
-	res.Finished = e.clock.Now()
+	res.Finished, res.Tag = e.clock.Now(), j.tag
 	key := j.ref.String()
 	e.mu.Lock()
 	delete(e.jobs, key)
@@ -51,7 +51,7 @@ func (e *Engine) finish(j *job, res Result) {
 // finishCanceled reports a queued job dropped before it started.
 func (e *Engine) finishCanceled(j *job) {
 	e.report(Result{Image: j.ref.Original(), Ref: j.ref.String(), Class: pull.ClassCanceled,
-		Message: "pull cancelled: image no longer wanted", Finished: e.clock.Now()})
+		Message: "pull cancelled: image no longer wanted", Finished: e.clock.Now(), Tag: j.tag})
 }
 
 // report publishes a finished job.

@@ -27,6 +27,7 @@ type job struct {
 	timeout    time.Duration
 	creds      []Credential
 	backoffKey string
+	tag        string // the request's Tag
 	seq        uint64
 	index      int // in the queue; -1 when not queued
 
@@ -42,7 +43,7 @@ type job struct {
 func (e *Engine) newJob(ref imageref.Reference, req Request, creds []Credential, bkey string) *job {
 	e.seq++
 	return &job{ref: ref, priority: req.Priority, timeout: e.timeoutOf(req), creds: creds,
-		backoffKey: bkey, seq: e.seq, index: -1}
+		backoffKey: bkey, tag: req.Tag, seq: e.seq, index: -1}
 }
 
 func (e *Engine) timeoutOf(req Request) time.Duration {
@@ -53,7 +54,7 @@ func (e *Engine) timeoutOf(req Request) time.Duration {
 }
 
 func (j *job) status() Status {
-	s := Status{Image: j.ref.Original(), Ref: j.ref.String(), State: pull.StateQueued}
+	s := Status{Image: j.ref.Original(), Ref: j.ref.String(), State: pull.StateQueued, Tag: j.tag}
 	if j.running {
 		s.State = pull.StatePulling
 	}
@@ -76,7 +77,7 @@ func (e *Engine) run(ctx context.Context, j *job, siblings []string) {
 	// The clock's timer, not context.WithTimeout, so tests can move time.
 	timer := e.clock.AfterFunc(j.timeout, func() { j.cancel(errTimedOut) })
 	e.metrics.pullsInFlight.Inc()
-	e.listener.PullStarted(j.ref)
+	e.listener.PullStarted(j.ref, j.tag)
 	start := e.clock.Now()
 	res := e.pull(ctx, j)
 	res.Duration = e.clock.Since(start)

@@ -27,7 +27,7 @@ func (e *Engine) Status(image string) (Status, bool) {
 	if !ok {
 		return Status{}, false
 	}
-	s := Status{Image: image, Ref: key, Last: &last, State: pull.StateFailed}
+	s := Status{Image: image, Ref: key, Last: &last, State: pull.StateFailed, Tag: last.Tag}
 	switch {
 	case last.Succeeded():
 		s.State = pull.StatePulled

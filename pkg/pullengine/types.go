@@ -51,6 +51,13 @@ type Request struct {
 	// a refresh). A pull of it that succeeded after then is not repeated:
 	// it ended while the caller was deciding. Zero always pulls.
 	MissingSince time.Time
+	// Tag is the caller's label for the credentials this request pulls
+	// with (warmer's agent: the namespace whose pull secrets are in
+	// Keyring, "" for node-wide ones). The engine keys jobs by image, not
+	// by tag: a queued job takes the tag (and keyring) of the latest
+	// request, a running one keeps its own, and its Result and Status say
+	// which. A success under another tag does not count for MissingSince.
+	Tag string
 }
 
 // Listener hears about pulls as they start and end. The engine calls it
@@ -60,7 +67,7 @@ type Listener interface {
 	// PullStarted is called when a pull leaves the queue and starts. A job
 	// whose image another pull of its repository brought, or that a full
 	// disk stops, finishes without it.
-	PullStarted(ref imageref.Reference)
+	PullStarted(ref imageref.Reference, tag string)
 	// PullFinished is called once per job with its outcome, cancelled
 	// jobs included.
 	PullFinished(res Result)
@@ -68,16 +75,16 @@ type Listener interface {
 
 // ListenerFuncs adapts functions to a Listener; nil functions are skipped.
 type ListenerFuncs struct {
-	Started  func(imageref.Reference)
+	Started  func(imageref.Reference, string)
 	Finished func(Result)
 }
 
 var _ Listener = ListenerFuncs{}
 
 // PullStarted calls Started if set.
-func (l ListenerFuncs) PullStarted(ref imageref.Reference) {
+func (l ListenerFuncs) PullStarted(ref imageref.Reference, tag string) {
 	if l.Started != nil {
-		l.Started(ref)
+		l.Started(ref, tag)
 	}
 }
 

@@ -68,6 +68,8 @@ type ImageLookup interface {
 // reference, and when.
 type StartedPull struct {
 	Key string
+	// Tag is the pull's credentials scope (Pull.Scope).
+	Tag string
 	At  time.Time
 }
 

@@ -37,6 +37,9 @@ type Result struct {
 	RetryAt time.Time
 	// Finished is when the job ended.
 	Finished time.Time
+	// Tag is the Tag of the request whose credentials the job pulled
+	// with.
+	Tag string
 	// Err is the underlying error (the runtime's gRPC status, for
 	// status.Code); nil on success. Its text is not bounded: show Message.
 	Err error
@@ -59,4 +62,6 @@ type Status struct {
 	// Last is the last finished pull of this image, if the engine still
 	// holds it.
 	Last *Result
+	// Tag is the Tag of the job queued or running, else of Last.
+	Tag string
 }
