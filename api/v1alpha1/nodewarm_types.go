@@ -91,6 +91,21 @@ type NodeImage struct {
 	// +kubebuilder:validation:MaxLength=544
 	// +kubebuilder:validation:Pattern=`^[ !#-%'-;=?-\[\]-~]*$`
 	Image string `json:"image"`
+	// secretsNamespace is set on the entry of the ImageWarms of one
+	// namespace that name pull secrets for the image: it is pulled, and
+	// counts as present, with that namespace's pull secrets alone. Empty:
+	// the entry of the ImageWarms, of any namespace, that name none,
+	// pulled with node-wide credentials only (credential providers,
+	// anonymous). One image may have several entries.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	SecretsNamespace string `json:"secretsNamespace,omitempty"`
+	// verified is true once this agent pulled the image with the entry's
+	// credentials (for an image whose layers are there, a manifest
+	// request): only then is a Present entry present for its ImageWarms.
+	// A restarted agent trusts it for the image of the same digest.
+	// +optional
+	Verified bool `json:"verified,omitempty"`
 	// state is Present, Pulling, Queued, BackOff, Failed or Skipped.
 	// +required
 	State ImageState `json:"state"`
@@ -166,7 +181,8 @@ type NodeWarmStatus struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=512
 	Warms []WarmRef `json:"warms,omitempty"`
-	// images is every wanted image's state, sorted by image.
+	// images is every wanted image's state, sorted by image and
+	// secretsNamespace: one entry per image and credentials.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=512

@@ -282,11 +282,11 @@ func (a *NodeAgent) gather(ctx context.Context, nw *warmv1.NodeWarm, desired pla
 		return plan.Input{}, err
 	}
 	started, results := a.inbox.drain()
-	keys := desired.Keys()
-	engine := make(map[string]pullengine.Status, len(keys))
-	for _, key := range keys {
-		if s, ok := a.Engine.Status(key); ok {
-			engine[key] = s
+	refs := desired.Refs()
+	engine := make(map[string]pullengine.Status, len(refs))
+	for _, ref := range refs {
+		if s, ok := a.Engine.Status(ref); ok {
+			engine[ref] = s
 		}
 	}
 	return plan.Input{
@@ -331,7 +331,7 @@ func (a *NodeAgent) apply(ctx context.Context, node *corev1.Node, nw *warmv1.Nod
 			continue
 		}
 		reqs = append(reqs, pullengine.Request{Image: p.Image, Priority: p.Priority, Timeout: p.Timeout, MissingSince: p.MissingSince,
-			Keyring: ring})
+			Keyring: ring, Tag: p.Scope})
 	}
 	a.Engine.Sync(ctx, reqs)
 	out.Applied(secrets.outcomes(), a.applyPins(ctx, out.Pins, out.Unpins))

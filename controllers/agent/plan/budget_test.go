@@ -75,7 +75,7 @@ func TestNodeWarmBudget(t *testing.T) {
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			st := Decide(budgetInput(refs, c.state)).Status
+			st := decide(budgetInput(refs, c.state)).Status
 			size, perImage := nodeWarmBytes(t, st)
 			t.Logf("%d images: %d bytes, %.0f an image", len(st.Images), size, perImage)
 			if len(st.Images) != len(refs) || perImage > warmv1.NodeImageBudget {
@@ -83,7 +83,7 @@ func TestNodeWarmBudget(t *testing.T) {
 			}
 		})
 	}
-	st := Decide(budgetInput(refs, func(int) warmv1.ImageState { return warmv1.ImagePresent })).Status
+	st := decide(budgetInput(refs, func(int) warmv1.ImageState { return warmv1.ImagePresent })).Status
 	img := st.Images[0]
 	by := st.RequestedBy(&img)
 	if img.State != warmv1.ImagePresent || !strings.HasPrefix(img.Digest, "sha256:") || len(by) != 2 ||
@@ -96,7 +96,7 @@ func TestNodeWarmBudget(t *testing.T) {
 // and transition time are kept, in plain text, within the schema's bounds.
 func TestNodeWarmFailingEntry(t *testing.T) {
 	refs := build.RealisticRefs(10)
-	st := Decide(budgetInput(refs, func(int) warmv1.ImageState { return warmv1.ImageBackOff })).Status
+	st := decide(budgetInput(refs, func(int) warmv1.ImageState { return warmv1.ImageBackOff })).Status
 	for _, img := range st.Images {
 		if img.State != warmv1.ImageBackOff || img.Reason != "NotFound" || img.LastTransitionTime == nil ||
 			!strings.HasPrefix(img.Message, "failed to pull and unpack image '") || !strings.HasSuffix(img.Message, ": not found") || len(img.Message) > warmv1.MaxNodeMessageLength {
@@ -115,7 +115,7 @@ func BenchmarkNodeWarmSize(b *testing.B) {
 	in := budgetInput(refs, func(int) warmv1.ImageState { return warmv1.ImagePresent })
 	var perImage float64
 	for b.Loop() {
-		_, perImage = nodeWarmBytes(b, Decide(in).Status)
+		_, perImage = nodeWarmBytes(b, decide(in).Status)
 	}
 	b.ReportMetric(0, "ns/op")
 	b.ReportMetric(perImage, "B/image")

@@ -19,9 +19,29 @@ import (
 const DefaultRefreshInterval = time.Hour
 
 // wantedImage is one distinct image (by normalised reference) that the
-// ImageWarms matching this node ask for, with their wishes merged.
+// ImageWarms matching this node ask for with one set of credentials
+// (scope), with their wishes merged: an entry of the desired set.
+//
+// Credentials decide the entries. A namespace whose ImageWarms name pull
+// secrets for an image has an entry of its own, pulled and verified with
+// its secrets alone; its policy, refresh, priority, timeout, rollout and
+// retention apply to it alone. The ImageWarms that name no secret for it,
+// whatever their namespace, share one entry pulled with node-wide
+// credentials only (credential providers, anonymous): nobody's secrets
+// are used there, so a public image many namespaces want is still one
+// pull. An image on the node counts as present for an entry only once a
+// pull under the entry's credentials succeeded (see planner.view), so no
+// namespace learns of, or rides on, an image only another's credentials
+// could fetch.
 type wantedImage struct {
-	// ref is the normalised reference; the key everywhere.
+	// key is the entry's key: entryKey(refKey, scope).
+	key string
+	// refKey is the normalised reference, the engine's and runtime's key.
+	refKey string
+	// scope is the namespace whose pull secrets this entry uses; "" for
+	// node-wide credentials.
+	scope string
+	// ref is the normalised reference.
 	ref imageref.Reference
 	// image is the reference as the first ImageWarm wrote it, for events.
 	image string
@@ -44,6 +64,19 @@ type wantedImage struct {
 	warms []types.NamespacedName
 	// secrets are the pull secrets the active ImageWarms name, by namespace.
 	secrets []types.NamespacedName
+	// named is set when some ImageWarm that wants it, suspended or not,
+	// names a pull secret: the namespace's entry is then its own.
+	named bool
+}
+
+// entryKey is the key of an image's entry for a scope: the reference
+// alone for node-wide credentials, so that an image no ImageWarm names a
+// secret for keeps the key it always had.
+func entryKey(refKey, scope string) string {
+	if scope == "" {
+		return refKey
+	}
+	return refKey + " " + scope
 }
 
 // invalidImage is a spec entry that does not parse. The API server's
@@ -116,6 +149,7 @@ func (m *Memo) Desired(nodeName string, nodeLabels map[string]string, warms []wa
 	m.pass++
 	set := Desired{images: map[string]*wantedImage{}, objects: map[types.NamespacedName]*warmv1.ImageWarm{},
 		holdTaint: map[types.NamespacedName]bool{}}
+	byNamespace := map[string]*wantedImage{}
 	var badSelector []types.NamespacedName
 	ls := labels.Set(nodeLabels)
 	for i := range warms {
@@ -140,8 +174,9 @@ func (m *Memo) Desired(nodeName string, nodeLabels map[string]string, warms []wa
 		pw.parseRefs(nn, iw)
 		// Read each pass: the rollout's bound is status, which moves
 		// without a new generation.
-		set.add(iw, nn, pw, warmv1.RolloutAdmits(iw, nodeName))
+		set.add(byNamespace, iw, nn, pw, warmv1.RolloutAdmits(iw, nodeName))
 	}
+	set.scope(byNamespace)
 	for nn, pw := range m.warms {
 		if pw.usedIn != m.pass {
 			delete(m.warms, nn)
@@ -206,17 +241,67 @@ func (pw *parsedWarm) parseRefs(nn types.NamespacedName, iw *warmv1.ImageWarm) {
 	}
 }
 
-// add merges one matching ImageWarm's images into the set; admitted says
+// add merges one matching ImageWarm's images into its namespace's wishes,
+// byNamespace (keyed by entryKey(reference, namespace)); admitted says
 // whether its rollout lets this node pull.
-func (s *Desired) add(iw *warmv1.ImageWarm, nn types.NamespacedName, pw *parsedWarm, admitted bool) {
+func (s *Desired) add(byNamespace map[string]*wantedImage, iw *warmv1.ImageWarm, nn types.NamespacedName, pw *parsedWarm, admitted bool) {
 	s.invalid = append(s.invalid, pw.invalid...)
 	for _, pi := range pw.images {
-		w, ok := s.images[pi.key]
+		k := entryKey(pi.key, iw.Namespace)
+		w, ok := byNamespace[k]
 		if !ok {
-			w = &wantedImage{ref: pi.ref, image: pi.image, suspended: true, waiting: true, priority: iw.Spec.Priority}
-			s.images[pi.key] = w
+			w = &wantedImage{key: k, refKey: pi.key, scope: iw.Namespace, ref: pi.ref, image: pi.image,
+				suspended: true, waiting: true, priority: iw.Spec.Priority}
+			byNamespace[k] = w
 		}
 		w.merge(iw, nn, admitted)
+	}
+}
+
+// scope turns each namespace's wishes into the set's entries: a
+// namespace that names pull secrets for an image keeps its wish as an
+// entry of its own; the others are folded into the image's node-wide
+// entry, in namespace order.
+func (s *Desired) scope(byNamespace map[string]*wantedImage) {
+	keys := make([]string, 0, len(byNamespace))
+	for k := range byNamespace {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		w := byNamespace[k]
+		if w.named {
+			s.images[k] = w
+			continue
+		}
+		shared, ok := s.images[w.refKey]
+		if !ok {
+			w.key, w.scope = w.refKey, ""
+			s.images[w.refKey] = w
+			continue
+		}
+		shared.fold(w)
+	}
+}
+
+// fold merges another namespace's node-wide wish into w, as merge does
+// one ImageWarm's.
+func (w *wantedImage) fold(o *wantedImage) {
+	w.warms = append(w.warms, o.warms...)
+	w.pin = w.pin || o.pin
+	if o.suspended {
+		return
+	}
+	w.waiting = w.waiting && o.waiting
+	if w.suspended || o.priority > w.priority {
+		w.priority = o.priority
+	}
+	w.suspended = false
+	if o.timeout > 0 && (w.timeout == 0 || o.timeout < w.timeout) {
+		w.timeout = o.timeout
+	}
+	if o.refresh > 0 && (w.refresh == 0 || o.refresh < w.refresh) {
+		w.refresh = o.refresh
 	}
 }
 
@@ -227,6 +312,7 @@ func (s *Desired) add(iw *warmv1.ImageWarm, nn types.NamespacedName, pw *parsedW
 func (w *wantedImage) merge(iw *warmv1.ImageWarm, nn types.NamespacedName, admitted bool) {
 	w.warms = append(w.warms, nn)
 	w.pin = w.pin || iw.Spec.Retention == warmv1.RetentionPinned
+	w.named = w.named || len(iw.Spec.ImagePullSecrets) > 0
 	if iw.Spec.Suspend {
 		return
 	}
@@ -266,7 +352,8 @@ func nnCompare(a, b types.NamespacedName) int {
 	return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
 }
 
-// Keys returns the set's normalised references in order.
+// Keys returns the set's entry keys in order: each image's node-wide
+// entry, then its namespaces' entries.
 func (s *Desired) Keys() []string {
 	keys := make([]string, 0, len(s.images))
 	for k := range s.images {
@@ -274,4 +361,19 @@ func (s *Desired) Keys() []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// Refs returns the set's distinct normalised references in order: what
+// the engine and the runtime are asked about.
+func (s *Desired) Refs() []string {
+	seen := make(map[string]bool, len(s.images))
+	refs := make([]string, 0, len(s.images))
+	for _, w := range s.images {
+		if !seen[w.refKey] {
+			seen[w.refKey] = true
+			refs = append(refs, w.refKey)
+		}
+	}
+	sort.Strings(refs)
+	return refs
 }

@@ -44,10 +44,11 @@ func TestDesiredImages(t *testing.T) {
 	if len(bad) != 0 {
 		t.Fatalf("bad selectors: %v", bad)
 	}
-	if got := d.Keys(); fmt.Sprint(got) != "[docker.io/library/nginx:1.27 docker.io/library/redis:7]" {
-		t.Fatalf("desired %v", got)
+	// Namespace a names a pull secret for nginx: its entry is its own.
+	if got := d.Keys(); fmt.Sprint(got) != "[docker.io/library/nginx:1.27 a docker.io/library/redis:7]" {
+		t.Fatalf("desired %q", got)
 	}
-	nginx, redis := d.images["docker.io/library/nginx:1.27"], d.images["docker.io/library/redis:7"]
+	nginx, redis := d.images["docker.io/library/nginx:1.27 a"], d.images["docker.io/library/redis:7"]
 	if nginx.priority != 50 || nginx.refresh != 10*time.Minute || len(nginx.secrets) != 1 || nginx.suspended {
 		t.Errorf("nginx merged wrongly: %+v", nginx)
 	}

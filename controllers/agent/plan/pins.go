@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,14 +37,26 @@ type pinTally struct {
 // as pinned. An image the runtime already reports pinned, by warmer or by
 // anyone, is left as it is; so is one warmer marked, which the runtime may
 // not have reported yet.
-func (p *planner) pinImage(key string, w *wantedImage, v imageView) bool {
-	pinned := v.listed && v.listing.Pinned || p.in.Pins.Mine[key] && v.present
+//
+// Pins are the image's, not an entry's: an image is pinned under its
+// reference. An entry pins it only once its own credentials brought it
+// (present), and keeps warmer's pin only while that is so or still
+// undecided: an ImageWarm whose credentials fail cannot keep another
+// namespace's image on the node after that namespace let it go.
+func (p *planner) pinImage(w *wantedImage, v imageView) bool {
+	name := w.refKey
+	pinned := v.listed && v.listing.Pinned || p.in.Pins.Mine[name] && v.present
+	if w.pin && (v.present || v.failed == nil) {
+		p.pinKept[name] = true
+	}
 	if !w.pin || !v.present {
 		return pinned
 	}
 	p.pinTally.asked++
 	if !pinned && p.in.Pins.Unable == "" {
-		p.out.Pins = append(p.out.Pins, key)
+		if !slices.Contains(p.out.Pins, name) { // another entry of it may have asked
+			p.out.Pins = append(p.out.Pins, name)
+		}
 		pinned = true // the shell pins it in this pass
 	}
 	if pinned {
@@ -56,7 +69,7 @@ func (p *planner) pinImage(key string, w *wantedImage, v imageView) bool {
 // more, in order.
 func (p *planner) unpins() {
 	for name := range p.in.Pins.Mine {
-		if w := p.in.Desired.images[name]; w == nil || !w.pin {
+		if !p.pinKept[name] {
 			p.out.Unpins = append(p.out.Unpins, name)
 		}
 	}

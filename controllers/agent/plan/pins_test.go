@@ -169,7 +169,7 @@ func TestPlanPins(t *testing.T) {
 		reason: warmv1.ReasonPinFailed,
 	}} {
 		t.Run(c.name, func(t *testing.T) {
-			out := Decide(c.in())
+			out := decide(c.in())
 			if !slices.Equal(out.Pins, c.pins) || !slices.Equal(out.Unpins, c.unpins) {
 				t.Errorf("pins %v, unpins %v; want %v, %v", out.Pins, out.Unpins, c.pins, c.unpins)
 			}
@@ -213,7 +213,7 @@ func TestPlanEvictionBackOff(t *testing.T) {
 		if present {
 			in.Runtime = listed(imgA)
 		}
-		return Decide(in)
+		return decide(in)
 	}
 	wantPull := func(t *testing.T, out Output, want bool) {
 		t.Helper()
@@ -261,7 +261,7 @@ func TestPlanEvictionBackOff(t *testing.T) {
 	back := arrived.Add(21 * time.Second)
 	in := input(iw)
 	in.Now, in.ListedAt, in.State, in.EvictionBackOff, in.Runtime, in.Resync = back, back.Add(-time.Millisecond), out.State, b, listed(imgA), time.Hour
-	out = Decide(in)
+	out = decide(in)
 	if img := out.Status.Images[0]; img.State != warmv1.ImagePresent || img.Reason != warmv1.ReasonEvictedRepeatedly ||
 		!strings.Contains(img.Message, "2 time(s) in a row") {
 		t.Errorf("status %+v, want Present, EvictedRepeatedly, counting 2", img)

@@ -109,6 +109,15 @@ type Pull struct {
 	MissingSince time.Time
 	// Secrets are the pull secrets to pull it with.
 	Secrets []types.NamespacedName
+	// Scope names the credentials: the namespace of Secrets, or "" for
+	// node-wide ones. The shell gives it to the engine as the request's
+	// Tag, and the engine's reports carry it back.
+	Scope string
+
+	// refKey, and whether the entry's pull is under way or backing off,
+	// for choosing one pull per image (onePullPerImage).
+	refKey            string
+	inFlight, backOff bool
 }
 
 // State is what the agent remembers between passes. All of it can be
@@ -145,6 +154,12 @@ type imageMemory struct {
 	// taken is when the last result taken in finished; an engine result
 	// that finished later has not reached the agent yet.
 	taken time.Time
+	// verifiedID and verifiedDigest are the runtime image ID, and the
+	// repository digest, that a pull under the entry's credentials last
+	// brought (the digest alone when seeded from a report): the image the
+	// runtime lists counts as present for the entry only while it is
+	// that one.
+	verifiedID, verifiedDigest string
 	// refreshedAt is when the image was last pulled or first seen present,
 	// for pullPolicy Always.
 	refreshedAt time.Time
@@ -213,6 +228,8 @@ func Decide(in Input) Output {
 			p.out.State.warming[nn] = t
 		}
 	}
+	p.evicted = map[string]bool{}
+	p.pinKept = map[string]bool{}
 	p.takeStarted()
 	p.takeResults()
 	p.warmIndex = warmIndex(in.Desired.warms)
@@ -230,6 +247,7 @@ func Decide(in Input) Output {
 			complete[nn] = complete[nn] && done
 		}
 	}
+	p.out.Pulls = onePullPerImage(p.out.Pulls)
 	p.warmed(complete)
 	p.unpins()
 	p.levelEvent()
@@ -247,12 +265,17 @@ type planner struct {
 	// warmIndex is each reported ImageWarm's place in status.warms.
 	warmIndex map[types.NamespacedName]int32
 	pinTally  pinTally
+	// evicted are the references whose eviction this pass counted: an
+	// image with several entries is removed once.
+	evicted map[string]bool
+	// pinKept are the references some entry keeps pinned (pins.go).
+	pinKept map[string]bool
 }
 
 // takeStarted notes when each ImageWarm's warming began.
 func (p *planner) takeStarted() {
 	for _, s := range p.in.Started {
-		w := p.in.Desired.images[s.Key]
+		w := p.in.Desired.images[entryKey(s.Key, s.Tag)]
 		if w == nil {
 			continue
 		}
@@ -271,16 +294,20 @@ func (p *planner) takeStarted() {
 func (p *planner) takeResults() {
 	for i := range p.in.Results {
 		res := p.in.Results[i]
-		w := p.in.Desired.images[res.Ref]
+		key := entryKey(res.Ref, res.Tag)
+		w := p.in.Desired.images[key]
 		if w == nil {
 			continue // no longer wanted: nobody to tell
 		}
-		m := p.out.State.images[res.Ref]
+		m := p.out.State.images[key]
 		m.taken = res.Finished
 		switch {
 		case res.Class == pull.ClassCanceled:
 		case res.Succeeded():
 			m.failures, m.failed, m.pulled, m.refreshedAt = 0, nil, &res, res.Finished
+			if verifies(res) {
+				m.verifiedID, m.verifiedDigest = res.ImageRef, digestOnly(res.Digest)
+			}
 			p.tally(w, func(t *warmProgress) {
 				if t.started.IsZero() {
 					t.started = res.Finished.Add(-res.Duration)
@@ -299,8 +326,21 @@ func (p *planner) takeResults() {
 			m.failed = &res
 			p.event(eventFailed(w, res))
 		}
-		p.out.State.images[res.Ref] = m
+		p.out.State.images[key] = m
 	}
+}
+
+// verifies says whether a pull's success shows that its credentials may
+// fetch the image: it made a PullImage call (a manifest request at
+// least). An image another spelling's pull brought is no such proof: the
+// next pass pulls it under its own credentials.
+func verifies(res pull.Result) bool { return res.Succeeded() && res.Attempts > 0 }
+
+// verifiedAs says whether the entry's credentials brought the image the
+// runtime lists.
+func (m imageMemory) verifiedAs(listing pull.PresentImage) bool {
+	return (m.verifiedID != "" && m.verifiedID == listing.ID) ||
+		(m.verifiedDigest != "" && digestOnly(listing.RepoDigest) == m.verifiedDigest)
 }
 
 // tally applies f to the progress of every ImageWarm that wants w.
@@ -326,7 +366,10 @@ type imageView struct {
 	fresh, failed *pull.Result
 	listed        bool
 	listing       pull.PresentImage
-	present       bool
+	// verified: the image listed, or freshly pulled, came with the entry's
+	// credentials; present needs it.
+	verified bool
+	present  bool
 }
 
 // image decides one wanted image: whether it is present, whether to pull
@@ -334,7 +377,7 @@ type imageView struct {
 // ImageWarms' Warmed events (present, with no pull of it unaccounted for).
 func (p *planner) image(key string, w *wantedImage) (warmv1.NodeImage, bool) {
 	m := p.out.State.images[key]
-	v := p.view(key, w, m)
+	v := p.view(w, m)
 	p.noteSeen(w, &m, v)
 	diskHeld, evictHeld := p.pull(w, m, v)
 	img := p.imageStatus(key, w, m, v, diskHeld)
@@ -343,7 +386,7 @@ func (p *planner) image(key string, w *wantedImage) (warmv1.NodeImage, bool) {
 	} else if img.State == warmv1.ImagePresent {
 		p.recentEvictions(&img, m)
 	}
-	img.Pinned = p.pinImage(key, w, v)
+	img.Pinned = p.pinImage(w, v)
 	if img.State == warmv1.ImageBackOff && m.state != warmv1.ImageBackOff && !evictHeld { // Evicted said it
 		p.event(eventBackOff(w))
 	}
@@ -368,26 +411,30 @@ func (p *planner) pull(w *wantedImage, m imageMemory, v imageView) (diskHeld, ev
 	diskHeld = wanted && !v.inFlight && !evictHeld && p.in.Disk.Pressure
 	if wanted && !diskHeld && !evictHeld {
 		p.out.Pulls = append(p.out.Pulls, Pull{
-			Image: w.image, Priority: w.priority, Timeout: w.timeout, Secrets: w.secrets,
+			Image: w.image, Priority: w.priority, Timeout: w.timeout, Secrets: w.secrets, Scope: w.scope,
 			// A pull that ends between the listing and the shell's Sync
 			// is not started again.
 			MissingSince: p.in.ListedAt,
+			refKey:       w.refKey, inFlight: v.inFlight, backOff: v.known && v.eng.State == pull.StateBackOff,
 		})
 	}
 	return diskHeld, evictHeld
 }
 
-// view works out where one image stands. An image is present when a pull
-// of it succeeded after the runtime was listed, or when the runtime lists
-// it and no failure is its last word; an image this agent never saw
-// present counts only once its pull has returned (the runtime lists an
-// image a moment before).
-func (p *planner) view(key string, w *wantedImage, m imageMemory) imageView {
+// view works out where one entry stands. Its image is present when a pull
+// of it under the entry's credentials succeeded after the runtime was
+// listed, or when the runtime lists the image such a pull brought and no
+// failure is its last word; an image this agent never saw present counts
+// only once its pull has returned (the runtime lists an image a moment
+// before). The engine's view counts only when its job, or last result,
+// is under the entry's credentials.
+func (p *planner) view(w *wantedImage, m imageMemory) imageView {
 	v := imageView{fresh: m.pulled, failed: m.failed}
-	v.eng, v.known = p.in.Engine[key]
+	v.eng, v.known = p.in.Engine[w.refKey]
+	v.known = v.known && v.eng.Tag == w.scope
 	v.inFlight = v.known && (v.eng.State == pull.StateQueued || v.eng.State == pull.StatePulling)
 	last := v.eng.Last
-	v.pending = v.known && last != nil && last.Finished.After(m.taken) && last.Class != pull.ClassCanceled
+	v.pending = v.known && last != nil && last.Tag == w.scope && last.Finished.After(m.taken) && last.Class != pull.ClassCanceled
 	switch {
 	case v.pending && last.Succeeded():
 		v.fresh, v.failed = last, nil
@@ -397,9 +444,50 @@ func (p *planner) view(key string, w *wantedImage, m imageMemory) imageView {
 	if v.fresh != nil && !v.fresh.Finished.After(p.in.ListedAt) {
 		v.fresh = nil // listed since: the runtime's record is the newer
 	}
+	if v.fresh != nil && !verifies(*v.fresh) {
+		v.fresh = nil // another spelling's pull brought it: not a proof
+	}
 	v.listing, v.listed = p.in.Runtime.Lookup(w.ref)
-	v.present = v.fresh != nil || (v.listed && v.failed == nil && (!v.inFlight || m.seen))
+	v.verified = v.fresh != nil || (v.listed && (m.verifiedAs(v.listing) || v.pending && verifies(*last) && last.ImageRef == v.listing.ID))
+	v.present = v.fresh != nil || (v.listed && v.failed == nil && v.verified && (!v.inFlight || m.seen))
 	return v
+}
+
+// onePullPerImage keeps one pull per image: the engine keys jobs by
+// image, so two entries of one image (two namespaces' credentials) pull
+// one after the other. The pull under way keeps its place; then one not
+// backing off, the highest priority, node-wide credentials before a
+// namespace's, and namespaces in order.
+func onePullPerImage(pulls []Pull) []Pull {
+	chosen := map[string]int{}
+	out := pulls[:0:0]
+	for _, pl := range pulls {
+		i, seen := chosen[pl.refKey]
+		if !seen {
+			chosen[pl.refKey] = len(out)
+			out = append(out, pl)
+			continue
+		}
+		if before(pl, out[i]) {
+			out[i] = pl
+		}
+	}
+	return out
+}
+
+// before says whether pull a goes before b, of the same image.
+func before(a, b Pull) bool {
+	switch {
+	case a.inFlight != b.inFlight:
+		return a.inFlight
+	case a.backOff != b.backOff:
+		return !a.backOff
+	case a.Priority != b.Priority:
+		return a.Priority > b.Priority
+	case (a.Scope == "") != (b.Scope == ""):
+		return a.Scope == ""
+	}
+	return a.Scope < b.Scope
 }
 
 // noteSeen remembers a present image as seen, and reports one seen
@@ -412,7 +500,10 @@ func (p *planner) noteSeen(w *wantedImage, m *imageMemory, v imageView) {
 		if b := p.in.EvictionBackOff; m.arrivedAt.IsZero() || p.in.Now.Sub(m.arrivedAt) > 2*b.Max {
 			m.evictions = 1 // it stayed long enough: the count starts again
 		}
-		p.out.Evictions++
+		if !p.evicted[w.refKey] {
+			p.evicted[w.refKey] = true
+			p.out.Evictions++
+		}
 		p.event(eventEvicted(w, m.evictions, p.evictionHold(*m)))
 	}
 	if v.present {
@@ -428,7 +519,7 @@ func (p *planner) noteSeen(w *wantedImage, m *imageMemory, v imageView) {
 
 // imageStatus is the image's entry in the NodeWarm.
 func (p *planner) imageStatus(key string, w *wantedImage, m imageMemory, v imageView, diskHeld bool) warmv1.NodeImage {
-	img := warmv1.NodeImage{Image: key, Warms: p.warmIndices(w.warms), Attempts: m.failures}
+	img := warmv1.NodeImage{Image: w.refKey, SecretsNamespace: w.scope, Warms: p.warmIndices(w.warms), Attempts: m.failures, Verified: v.verified}
 	switch {
 	case v.present && v.listed:
 		img.State, img.Digest = warmv1.ImagePresent, digestOnly(v.listing.RepoDigest)
@@ -533,7 +624,10 @@ func (p *planner) finishStatus(st warmv1.NodeWarmStatus) warmv1.NodeWarmStatus {
 		p.out.State.images[invalidKey(bad.image)] = imageMemory{state: img.State, since: since}
 		st.Images = append(st.Images, img)
 	}
-	sort.Slice(st.Images, func(i, j int) bool { return st.Images[i].Image < st.Images[j].Image })
+	sort.Slice(st.Images, func(i, j int) bool {
+		a, b := &st.Images[i], &st.Images[j]
+		return a.Image < b.Image || (a.Image == b.Image && a.SecretsNamespace < b.SecretsNamespace)
+	})
 	count(&st) // every image, before the list is cut
 	wanted := len(st.Images)
 	if wanted > warmv1.MaxNodeImages {
@@ -583,7 +677,12 @@ func Seed(st warmv1.NodeWarmStatus) State {
 		if img.LastTransitionTime != nil {
 			m.since = *img.LastTransitionTime
 		}
-		s.images[img.Image] = m
+		// The earlier run's proof, for the image of the same digest: a
+		// restart does not ask the registry about every image again.
+		if img.State == warmv1.ImagePresent && img.Verified {
+			m.verifiedDigest = img.Digest
+		}
+		s.images[entryKey(img.Image, img.SecretsNamespace)] = m
 	}
 	return s
 }

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -66,7 +67,7 @@ func failedPull(key string, class pull.Class, finished time.Time) pull.Result {
 }
 
 func backingOff(res pull.Result) pull.Status {
-	return pull.Status{Image: res.Image, Ref: res.Ref, State: pull.StateBackOff, RetryAt: res.RetryAt, Last: &res}
+	return pull.Status{Image: res.Image, Ref: res.Ref, State: pull.StateBackOff, RetryAt: res.RetryAt, Last: &res, Tag: res.Tag}
 }
 
 func memory(m imageMemory) State {
@@ -336,11 +337,13 @@ func TestPlanFailures(t *testing.T) {
 	}, {
 		name: "unauthorized with a pull secret: the next pass soon, to try a fixed secret",
 		in: func() Input {
+			// The namespace names a secret: its entry is its own, and the
+			// engine's reports carry its scope.
 			in := input(fx.private)
 			res := failedPull(imgA, pull.ClassUnauthorized, t0)
-			res.RetryAt = t0.Add(5 * time.Minute)
+			res.RetryAt, res.Tag = t0.Add(5*time.Minute), "ns"
 			in.Engine[imgA] = backingOff(res)
-			in.State = memory(imageMemory{state: warmv1.ImageBackOff, failures: 4, failed: &res, taken: t0})
+			in.State = State{images: map[string]imageMemory{entryKey(imgA, "ns"): {state: warmv1.ImageBackOff, failures: 4, failed: &res, taken: t0}}}
 			return in
 		},
 		pulls: []string{imgA},
@@ -404,7 +407,7 @@ func runPlanCases(t *testing.T, cases []planCase) {
 	t.Helper()
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			checkPlan(t, c, Decide(c.in()))
+			checkPlan(t, c, decide(c.in()))
 		})
 	}
 }
@@ -459,7 +462,7 @@ func TestPlanWarmedOnce(t *testing.T) {
 	in.Results = []pull.Result{resA}
 	in.Engine[imgB] = pull.Status{Image: imgB, Ref: imgB, State: pull.StatePulled, Last: &resB}
 	in.Runtime = listed(imgA, imgB)
-	first := Decide(in)
+	first := decide(in)
 	if got := eventNames(first.Events); len(got) != 0 {
 		t.Fatalf("pass 1 events %q: Warmed before every result is in", got)
 	}
@@ -475,7 +478,7 @@ func TestPlanWarmedOnce(t *testing.T) {
 	in.State = first.State
 	in.Results = []pull.Result{resB}
 	in.Runtime = listed(imgA, imgB)
-	second := Decide(in)
+	second := decide(in)
 	if got := eventNames(second.Events); !slices.Equal(got, []string{warmv1.ReasonWarmed}) {
 		t.Fatalf("pass 2 events %q, want one Warmed", got)
 	}
@@ -485,7 +488,7 @@ func TestPlanWarmedOnce(t *testing.T) {
 
 	// Pass 3: nothing new: nothing said.
 	in.State, in.Results = second.State, nil
-	if got := eventNames(Decide(in).Events); len(got) != 0 {
+	if got := eventNames(decide(in).Events); len(got) != 0 {
 		t.Errorf("pass 3 events %q, want none", got)
 	}
 }
@@ -494,14 +497,14 @@ func TestPlanWarmedOnce(t *testing.T) {
 // began, not when it was last seen.
 func TestPlanTransitionTimes(t *testing.T) {
 	in := input(warm("ns", "one", nil, imgA))
-	first := Decide(in)
+	first := decide(in)
 	in.State, in.Now = first.State, t0.Add(time.Minute)
-	second := Decide(in)
+	second := decide(in)
 	if got := second.Status.Images[0].LastTransitionTime.Time; !got.Equal(t0) {
 		t.Errorf("Queued since %v, want %v", got, t0)
 	}
 	in.State, in.Now, in.Runtime = second.State, t0.Add(2*time.Minute), listed(imgA)
-	third := Decide(in)
+	third := decide(in)
 	if got := third.State.images[imgA].since.Time; !got.Equal(t0.Add(2*time.Minute)) || third.Status.Images[0].LastTransitionTime != nil {
 		t.Errorf("Present since %v, reported %v; want %v, not reported", got, third.Status.Images[0].LastTransitionTime, t0.Add(2*time.Minute))
 	}
@@ -510,7 +513,7 @@ func TestPlanTransitionTimes(t *testing.T) {
 // TestPlanInvalid checks that an image that does not parse is reported
 // failed, beside the others.
 func TestPlanInvalid(t *testing.T) {
-	out := Decide(input(warm("ns", "bad", nil, imgA, "Not A Valid:Ref")))
+	out := decide(input(warm("ns", "bad", nil, imgA, "Not A Valid:Ref")))
 	var reasons []string
 	for _, img := range out.Status.Images {
 		reasons = append(reasons, fmt.Sprintf("%s %s %s", img.Image, img.State, img.Reason))
@@ -531,7 +534,7 @@ func TestPlanSiblingPull(t *testing.T) {
 	res.Attempts = 0
 	in.Results = []pull.Result{res}
 	in.Runtime = listed(imgA)
-	out := Decide(in)
+	out := decide(in)
 	if got := eventNames(out.Events); !slices.Equal(got, []string{warmv1.ReasonWarmed}) {
 		t.Fatalf("events %q, want one Warmed", got)
 	}
@@ -569,7 +572,7 @@ func TestPlanTooManyImages(t *testing.T) {
 	}
 	in := input(warms...)
 	in.Runtime = listed(all...)
-	out := Decide(in)
+	out := decide(in)
 	st := out.Status
 	if len(st.Images) != warmv1.MaxNodeImages || st.Desired != 600 || st.Present != 600 {
 		t.Fatalf("%d listed, desired %d, present %d; want %d listed, 600 desired and present", len(st.Images), st.Desired, st.Present, warmv1.MaxNodeImages)
@@ -581,7 +584,7 @@ func TestPlanTooManyImages(t *testing.T) {
 
 	in = input(warms[:5]...)
 	in.Runtime, in.State, in.Conditions = listed(all...), out.State, st.Conditions
-	st = Decide(in).Status
+	st = decide(in).Status
 	if len(st.Images) != 500 || meta.FindStatusCondition(st.Conditions, warmv1.ConditionImagesListed) != nil {
 		t.Fatalf("%d listed with conditions %+v; want 500 and no ImagesListed", len(st.Images), st.Conditions)
 	}
@@ -617,7 +620,7 @@ func TestBadSecretReportedOnce(t *testing.T) {
 	regcred := types.NamespacedName{Namespace: "ns", Name: "regcred"}
 	notFound := map[types.NamespacedName]string{regcred: `pull secret "regcred" not found in namespace "ns"`}
 	pass := func(in Input, reads map[types.NamespacedName]string) Output {
-		out := Decide(in)
+		out := decide(in)
 		out.Applied(reads, "")
 		return out
 	}
@@ -646,7 +649,7 @@ func TestPinFailureSamePass(t *testing.T) {
 	in := input(pinnedWarm("pinned", imgA))
 	in.Runtime = listed(imgA)
 	in.Pins.Mine = map[string]bool{}
-	out := Decide(in)
+	out := decide(in)
 	if !slices.Equal(out.Pins, []string{imgA}) {
 		t.Fatalf("pins %v, want %s", out.Pins, imgA)
 	}
@@ -666,7 +669,7 @@ func TestPlanLevelUnknown(t *testing.T) {
 		t.Run(fmt.Sprintf("held %v", held), func(t *testing.T) {
 			in := input(warm("ns", "one", nil, imgA))
 			in.Disk = pull.DiskUsage{Pressure: held}
-			out := Decide(in)
+			out := decide(in)
 			c := meta.FindStatusCondition(out.Status.Conditions, warmv1.ConditionDiskPressure)
 			if c == nil || c.Status != metav1.ConditionUnknown || c.Reason != warmv1.ReasonLevelUnknown ||
 				strings.Contains(c.Message, "held back until") != held {
@@ -682,15 +685,44 @@ func TestPlanLevelUnknown(t *testing.T) {
 				t.Errorf("held image %+v, want DiskPressure saying the level cannot be read", img)
 			}
 			in.Conditions, in.State = out.Status.Conditions, out.State
-			if again := Decide(in); len(again.Events) != 0 {
+			if again := decide(in); len(again.Events) != 0 {
 				t.Errorf("the warning again on the next pass: %v", eventNames(again.Events))
 			}
 			in.Disk = pull.DiskUsage{Known: true, Mountpoint: "/var/lib/containerd", Percent: 40, ThresholdPercent: 80}
-			known := Decide(in)
+			known := decide(in)
 			in.Conditions, in.Disk = known.Status.Conditions, pull.DiskUsage{Pressure: held}
-			if again := Decide(in); len(again.Events) != 1 {
+			if again := decide(in); len(again.Events) != 1 {
 				t.Errorf("unknown again after a reading: %v, want the warning again", eventNames(again.Events))
 			}
 		})
 	}
+}
+
+// decide is Decide for the tables written before entries were verified:
+// every image the runtime lists counts as one this agent already pulled,
+// under each entry's credentials, unless the case's state says otherwise.
+// The verification itself is tested in credentials_test.go, with Decide.
+func decide(in Input) Output { return Decide(trusted(in)) }
+
+// trusted marks the runtime's images as verified for every entry that
+// wants them and has no verification in its memory.
+func trusted(in Input) Input {
+	rt, ok := in.Runtime.(runtimeImages)
+	if !ok {
+		return in
+	}
+	images := maps.Clone(in.State.images)
+	if images == nil {
+		images = map[string]imageMemory{}
+	}
+	for key, w := range in.Desired.images {
+		li, listed := rt[w.refKey]
+		m := images[key]
+		if listed && m.verifiedID == "" && m.verifiedDigest == "" {
+			m.verifiedID = li.ID
+			images[key] = m
+		}
+	}
+	in.State.images = images
+	return in
 }

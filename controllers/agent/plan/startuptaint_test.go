@@ -152,7 +152,7 @@ func TestPlanStartupTaint(t *testing.T) {
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			out := Decide(tc.in())
+			out := decide(tc.in())
 			if out.RemoveTaint != tc.remove {
 				t.Errorf("removeTaint %v, want %v", out.RemoveTaint, tc.remove)
 			}
@@ -183,7 +183,7 @@ func TestPlanStartupTaintMessages(t *testing.T) {
 		warms = append(warms, holding(warm("ns", name, nil, imgA)))
 	}
 	in := tainted(warms...)
-	out := Decide(in)
+	out := decide(in)
 	c := meta.FindStatusCondition(out.Status.Conditions, warmv1.ConditionStartupTaint)
 	want := "Holding taint warmer.dev/warming, at most until 2026-11-23T12:10:00Z, for ImageWarms ns/a, ns/b, ns/c and 2 more not warm yet"
 	if c == nil || c.Message != want {
@@ -193,7 +193,7 @@ func TestPlanStartupTaintMessages(t *testing.T) {
 	// The next pass, at the deadline: the transition time moves, and the
 	// warning goes on the first ImageWarms and on the Node.
 	in.State, in.Conditions, in.Now = out.State, out.Status.Conditions, t0.Add(10*time.Minute)
-	out = Decide(in)
+	out = decide(in)
 	c = meta.FindStatusCondition(out.Status.Conditions, warmv1.ConditionStartupTaint)
 	if c == nil || !c.LastTransitionTime.Time.Equal(in.Now) {
 		t.Errorf("condition %+v, want a transition at %v", c, in.Now)
