@@ -1,6 +1,7 @@
 package imagewarm
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -48,7 +49,9 @@ func iwWebAt(gen int64) []warmv1.WarmRef {
 }
 
 func iwReport(node string, warms []warmv1.WarmRef, images ...warmv1.NodeImage) warmv1.NodeWarm {
-	slices.SortFunc(images, func(a, b warmv1.NodeImage) int { return strings.Compare(a.Image, b.Image) })
+	slices.SortFunc(images, func(a, b warmv1.NodeImage) int {
+		return cmp.Or(strings.Compare(a.Image, b.Image), strings.Compare(a.SecretsNamespace, b.SecretsNamespace))
+	})
 	return warmv1.NodeWarm{ObjectMeta: metav1.ObjectMeta{Name: node}, Status: warmv1.NodeWarmStatus{Warms: warms, Images: images}}
 }
 
@@ -58,6 +61,9 @@ func iwImg(ref string, state warmv1.ImageState) warmv1.NodeImage {
 }
 
 func iwWithDigest(i warmv1.NodeImage, d string) warmv1.NodeImage { i.Digest = d; return i }
+
+// iwScoped is the entry of ns's pull secrets.
+func iwScoped(i warmv1.NodeImage, ns string) warmv1.NodeImage { i.SecretsNamespace = ns; return i }
 
 func iwFailing(ref string, state warmv1.ImageState, reason, msg string) warmv1.NodeImage {
 	i := iwImg(ref, state)
@@ -136,6 +142,27 @@ func TestAggregateStatus(t *testing.T) {
 		ready:       iwWantCond{T, warmv1.ReasonAllNodesWarm},
 		progress:    iwWantCond{F, warmv1.ReasonAllNodesWarm},
 		degraded:    iwWantCond{F, warmv1.ReasonNoFailures},
+	}, {
+		// One image, three entries: node-wide (present), another
+		// namespace's (present) and default's own (refused): default/web
+		// is judged by its own namespace's entry alone.
+		name:  "an entry per namespace's credentials",
+		iw:    iwNewWarm(1, nil, "nginx:1.27"),
+		nodes: []metav1.PartialObjectMetadata{iwNodeMeta("n1"), iwNodeMeta("n2")},
+		reports: []warmv1.NodeWarm{
+			iwReport("n1", iwWebAt(1), iwImg("nginx:1.27", warmv1.ImagePresent), iwScoped(iwImg("nginx:1.27", warmv1.ImagePresent), "other"),
+				iwScoped(iwFailing("nginx:1.27", warmv1.ImageBackOff, "Unauthorized", "401"), "default")),
+			// Only the node-wide entry and another namespace's: default/web
+			// names no secret here, the node-wide one is its.
+			iwReport("n2", iwWebAt(1), iwImg("nginx:1.27", warmv1.ImagePresent), iwScoped(iwFailing("nginx:1.27", warmv1.ImageBackOff, "Unauthorized", "401"), "other")),
+		},
+		counts:      warmv1.NodeCounts{Matching: 2, Ready: 1, Failed: 1},
+		readyImages: 0,
+		images:      []warmv1.ImageFleetStatus{{Image: "nginx:1.27", Ready: 1, Failed: 1}},
+		failures:    []warmv1.NodeFailure{{Node: "n1", Image: "nginx:1.27", Reason: "Unauthorized", Message: "401"}},
+		ready:       iwWantCond{F, warmv1.ReasonNodesFailed},
+		progress:    iwWantCond{F, warmv1.ReasonNodesFailed},
+		degraded:    iwWantCond{T, warmv1.ReasonPullFailed},
 	}, {
 		name:  "pulling, queued and not yet listed",
 		iw:    iwNewWarm(1, nil, "nginx", "redis", "busybox"),

@@ -132,8 +132,15 @@ func (t *warmTally) addNode(node string, since metav1.Time, nw *warmv1.NodeWarm)
 	clear(t.entries)
 	reported := nw.Status.Images
 	for j := range reported {
-		if s, ok := t.slots[reported[j].Image]; ok {
-			t.entries[s] = &reported[j]
+		e := &reported[j]
+		// An image may have an entry per namespace whose pull secrets it
+		// is pulled with: this ImageWarm's is its namespace's, if the
+		// node has one, else the node-wide one.
+		if e.SecretsNamespace != "" && e.SecretsNamespace != t.namespace {
+			continue
+		}
+		if s, ok := t.slots[e.Image]; ok && (t.entries[s] == nil || e.SecretsNamespace != "") {
+			t.entries[s] = e
 		}
 	}
 	ready, failed, unsupported := true, false, false
