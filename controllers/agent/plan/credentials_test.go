@@ -1,0 +1,237 @@
+package plan
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/pkg/pullengine/pull"
+)
+
+// These tests use Decide itself: the runtime's images count for an entry
+// only once a pull under its credentials brought them.
+
+// withSecret is an ImageWarm of ns wanting imgA with a pull secret.
+func withSecret(ns, name string) warmv1.ImageWarm {
+	iw := warm(ns, name, nil, imgA)
+	iw.Spec.ImagePullSecrets = []warmv1.SecretReference{{Name: "regcred"}}
+	return iw
+}
+
+// entry finds the status entry of imgA for the scope.
+func entry(t *testing.T, st warmv1.NodeWarmStatus, scope string) warmv1.NodeImage {
+	t.Helper()
+	for _, img := range st.Images {
+		if img.Image == imgA && img.SecretsNamespace == scope {
+			return img
+		}
+	}
+	t.Fatalf("no entry of %s for %q in %+v", imgA, scope, st.Images)
+	return warmv1.NodeImage{}
+}
+
+// scoped is a successful pull of imgA under scope's credentials.
+func scoped(scope string, finished time.Time) pull.Result {
+	res := pulled(imgA, finished)
+	res.Tag = scope
+	return res
+}
+
+// TestEntriesByCredentials: namespaces that name pull secrets for an image
+// get an entry each, with their own secrets and wishes; the others share
+// the node-wide entry, whose pull uses nobody's secrets.
+func TestEntriesByCredentials(t *testing.T) {
+	always := withSecret("a", "fast")
+	always.Spec.PullPolicy = warmv1.PullAlways
+	always.Spec.RefreshInterval = &metav1.Duration{Duration: time.Minute}
+	always.Spec.Retention = warmv1.RetentionPinned
+	d, _ := desiredImages("", nil, []warmv1.ImageWarm{always, withSecret("b", "slow"), warm("c", "public", nil, imgA), warm("d", "public", nil, imgA)})
+	if got := d.Keys(); !slices.Equal(got, []string{imgA, imgA + " a", imgA + " b"}) {
+		t.Fatalf("entries %q", got)
+	}
+	shared, a, b := d.images[imgA], d.images[imgA+" a"], d.images[imgA+" b"]
+	if len(shared.secrets) != 0 || len(shared.warms) != 2 || shared.refresh != 0 || shared.pin {
+		t.Errorf("node-wide entry %+v: want c and d's wishes, no secrets", shared)
+	}
+	if a.refresh != time.Minute || !a.pin || !slices.Equal(a.secrets, []types.NamespacedName{{Namespace: "a", Name: "regcred"}}) {
+		t.Errorf("a's entry %+v: want its refresh, pin and secret", a)
+	}
+	if b.refresh != 0 || b.pin || !slices.Equal(b.secrets, []types.NamespacedName{{Namespace: "b", Name: "regcred"}}) {
+		t.Errorf("b's entry %+v: want none of a's wishes, only b's secret", b)
+	}
+	if got := d.Refs(); !slices.Equal(got, []string{imgA}) {
+		t.Errorf("refs %q, want the one image", got)
+	}
+}
+
+// TestVerification walks one image through two namespaces' entries: the
+// runtime has it (team b's pods brought it), a's and the node-wide entry
+// must each pull it under their own credentials before it counts for
+// them, one pull at a time, and a's refusal leaves b's entry alone.
+func TestVerification(t *testing.T) {
+	warms := []warmv1.ImageWarm{withSecret("a", "app"), withSecret("b", "app"), warm("c", "app", nil, imgA)}
+	in := input(warms...)
+	in.Runtime = listed(imgA)
+
+	first := Decide(in)
+	if len(first.Pulls) != 1 || first.Pulls[0].Scope != "" || len(first.Pulls[0].Secrets) != 0 {
+		t.Fatalf("pulls %+v: want one, the node-wide entry's, with no secret", first.Pulls)
+	}
+	for _, scope := range []string{"", "a", "b"} {
+		if e := entry(t, first.Status, scope); e.State == warmv1.ImagePresent || e.Verified {
+			t.Errorf("entry %q %s verified=%v before any pull under its credentials", scope, e.State, e.Verified)
+		}
+	}
+
+	// The node-wide pull returns; b's is under way.
+	in.State, in.Now, in.ListedAt = first.State, t0.Add(2*time.Second), t0.Add(2*time.Second)
+	in.Results = []pull.Result{scoped("", t0.Add(time.Second))}
+	in.Engine[imgA] = pull.Status{Image: imgA, Ref: imgA, State: pull.StatePulling, Tag: "b"}
+	second := Decide(in)
+	if e := entry(t, second.Status, ""); e.State != warmv1.ImagePresent || !e.Verified {
+		t.Errorf("node-wide entry %+v after its pull: want Present, verified", e)
+	}
+	if e := entry(t, second.Status, "b"); e.State != warmv1.ImagePulling {
+		t.Errorf("b's entry %s: want Pulling, the engine's job is b's", e.State)
+	}
+	if e := entry(t, second.Status, "a"); e.State != warmv1.ImageQueued {
+		t.Errorf("a's entry %s: want Queued behind b's pull", e.State)
+	}
+	if len(second.Pulls) != 1 || second.Pulls[0].Scope != "b" {
+		t.Fatalf("pulls %+v: want b's, under way, alone", second.Pulls)
+	}
+
+	// b's pull succeeds, a's is refused.
+	refused := failedPull(imgA, pull.ClassUnauthorized, t0.Add(4*time.Second))
+	refused.Tag = "a"
+	in.State, in.Now, in.ListedAt = second.State, t0.Add(5*time.Second), t0.Add(5*time.Second)
+	in.Results = []pull.Result{scoped("b", t0.Add(3*time.Second)), refused}
+	in.Engine[imgA] = backingOff(refused)
+	third := Decide(in)
+	if e := entry(t, third.Status, "b"); e.State != warmv1.ImagePresent {
+		t.Errorf("b's entry %s: want Present", e.State)
+	}
+	if e := entry(t, third.Status, "a"); e.State != warmv1.ImageBackOff || e.Reason != string(pull.ClassUnauthorized) {
+		t.Errorf("a's entry %s %s: want BackOff Unauthorized, though the image is on the node", e.State, e.Reason)
+	}
+	if slices.ContainsFunc(third.Pulls, func(p Pull) bool { return p.Scope == "b" || p.Scope == "" }) {
+		t.Errorf("pulls %+v: b's and the node-wide entry are done", third.Pulls)
+	}
+	if !slices.Contains(eventNames(third.Events), "Failed "+imgA) {
+		t.Errorf("events %q: want a's Failed", eventNames(third.Events))
+	}
+}
+
+// TestVerificationProofs: what counts as a pull under an entry's
+// credentials, and what a restarted agent keeps.
+func TestVerificationProofs(t *testing.T) {
+	base := func() Input {
+		in := input(withSecret("a", "app"))
+		in.Runtime = listed(imgA)
+		return in
+	}
+	cases := []struct {
+		name    string
+		in      func() Input
+		present bool
+	}{{
+		name: "another entry's pull proves nothing",
+		in: func() Input {
+			in := base()
+			in.Results = []pull.Result{scoped("b", t0.Add(-time.Second))}
+			return in
+		},
+	}, {
+		name: "another spelling's pull (no PullImage call) proves nothing",
+		in: func() Input {
+			in := base()
+			res := scoped("a", t0.Add(-time.Second))
+			res.Attempts = 0
+			in.Results = []pull.Result{res}
+			return in
+		},
+	}, {
+		name: "its own pull",
+		in: func() Input {
+			in := base()
+			in.Results = []pull.Result{scoped("a", t0.Add(-time.Second))}
+			return in
+		},
+		present: true,
+	}, {
+		name: "a report's verified entry, same digest",
+		in: func() Input {
+			in := base()
+			in.State = Seed(warmv1.NodeWarmStatus{Images: []warmv1.NodeImage{
+				{Image: imgA, SecretsNamespace: "a", State: warmv1.ImagePresent, Verified: true, Digest: testDigest}}})
+			return in
+		},
+		present: true,
+	}, {
+		name: "a report's verified entry, the image changed since",
+		in: func() Input {
+			in := base()
+			in.State = Seed(warmv1.NodeWarmStatus{Images: []warmv1.NodeImage{
+				{Image: imgA, SecretsNamespace: "a", State: warmv1.ImagePresent, Verified: true, Digest: "sha256:" + fmt.Sprintf("%064d", 1)}}})
+			return in
+		},
+	}, {
+		name: "a report's entry from before verification",
+		in: func() Input {
+			in := base()
+			in.State = Seed(warmv1.NodeWarmStatus{Images: []warmv1.NodeImage{
+				{Image: imgA, SecretsNamespace: "a", State: warmv1.ImagePresent, Digest: testDigest}}})
+			return in
+		},
+	}}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out := Decide(c.in())
+			e := entry(t, out.Status, "a")
+			if got := e.State == warmv1.ImagePresent; got != c.present || e.Verified != c.present {
+				t.Errorf("a's entry %s verified=%v, want present %v", e.State, e.Verified, c.present)
+			}
+			if asked := len(out.Pulls) == 1 && out.Pulls[0].Scope == "a"; asked == c.present {
+				t.Errorf("pulls %+v; want a pull under a's credentials: %v", out.Pulls, !c.present)
+			}
+		})
+	}
+}
+
+// TestPinsFollowCredentials: an ImageWarm whose credentials cannot fetch
+// an image does not keep warmer's pin on it once the namespace that
+// pinned it let it go; one whose credentials brought it pins it.
+func TestPinsFollowCredentials(t *testing.T) {
+	pinned := withSecret("a", "keep")
+	pinned.Spec.Retention = warmv1.RetentionPinned
+	refused := failedPull(imgA, pull.ClassUnauthorized, t0.Add(-time.Second))
+	refused.Tag = "a"
+
+	in := input(pinned)
+	in.Runtime = listed(imgA)
+	in.Pins = PinView{Mine: map[string]bool{imgA: true}} // b pinned it, and is gone
+	in.Results = []pull.Result{refused}
+	in.Engine[imgA] = backingOff(refused)
+	if out := Decide(in); !slices.Equal(out.Unpins, []string{imgA}) {
+		t.Errorf("unpins %q: a's refused credentials must not keep the pin", out.Unpins)
+	}
+
+	in = input(pinned)
+	in.Runtime = listed(imgA)
+	in.Pins = PinView{Mine: map[string]bool{imgA: true}}
+	if out := Decide(in); len(out.Unpins) != 0 {
+		t.Errorf("unpins %q: a's verification is under way, the pin stays meanwhile", out.Unpins)
+	}
+
+	in = input(pinned)
+	in.Runtime = listed(imgA)
+	in.Results = []pull.Result{scoped("a", t0.Add(-time.Second))}
+	if out := Decide(in); !slices.Equal(out.Pins, []string{imgA}) {
+		t.Errorf("pins %q: a's own pull brought it, a pins it", out.Pins)
+	}
+}
