@@ -158,10 +158,11 @@ func TestE2E(t *testing.T) {
 		}
 		start := time.Now()
 		for name, n := range f.Nodes {
-			// The agent reads secrets on each pass, so a pass must fit in
-			// what is left of the back-off, or the test cannot tell.
+			// The controller copies the secret again within its resync,
+			// and the agent reads the copy on each pass, so both must fit
+			// in what is left of the back-off, or the test cannot tell.
 			left := time.Until(backOffEnds[name])
-			if need := f.AgentSettings.Resync + testbed.BusyMargin; left < need {
+			if need := f.ControllerSettings.PullSecretResync + f.AgentSettings.Resync + testbed.BusyMargin; left < need {
 				t.Fatalf("%s: %v of the back-off left, a retry at once needs up to %v: cannot tell it from the back-off's end",
 					name, left.Round(100*time.Millisecond), need)
 			}

@@ -136,16 +136,22 @@ type ControllerSettings struct {
 	// LeaseDuration, RenewDeadline and RetryPeriod are the
 	// --leader-elect-* flags.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// PullSecretResync is --pull-secret-resync: how soon a changed pull
+	// secret reaches its copy, which the agents read.
+	PullSecretResync time.Duration
 }
 
 // DefaultController are the controller settings of a test fleet: a short
-// status interval so tests see status soon, and the binary's own lease
-// timings (cmd/warmer), which docs/reliability.md describes.
+// status interval so tests see status soon, pull secrets copied again
+// every 2 s so a fixed secret is seen within a test's patience, and the
+// binary's own lease timings (cmd/warmer), which docs/reliability.md
+// describes.
 var DefaultController = ControllerSettings{
 	MinStatusInterval: 300 * time.Millisecond,
 	LeaseDuration:     60 * time.Second,
 	RenewDeadline:     40 * time.Second,
 	RetryPeriod:       5 * time.Second,
+	PullSecretResync:  2 * time.Second,
 }
 
 // Flags renders the settings as the controller's flags.
@@ -155,6 +161,7 @@ func (s ControllerSettings) Flags() []string {
 		{"leader-elect-lease-duration", s.LeaseDuration},
 		{"leader-elect-renew-deadline", s.RenewDeadline},
 		{"leader-elect-retry-period", s.RetryPeriod},
+		{"pull-secret-resync", s.PullSecretResync},
 	})
 }
 
