@@ -235,3 +235,24 @@ func TestPinsFollowCredentials(t *testing.T) {
 		t.Errorf("pins %q: a's own pull brought it, a pins it", out.Pins)
 	}
 }
+
+// TestBackOffPerEntry: the engine holds one result per image, so once
+// another entry's pull came since, an entry's back-off is its own
+// failure's; it stays BackOff, not Queued, and its pull waits.
+func TestBackOffPerEntry(t *testing.T) {
+	in := input(warm("b", "free", nil, imgA), withSecret("c", "guess"))
+	mine := failedPull(imgA, pull.ClassUnauthorized, t0.Add(-2*time.Second)) // node-wide, RetryAt t0+8s
+	theirs := failedPull(imgA, pull.ClassUnauthorized, t0.Add(-time.Second))
+	theirs.Tag = "c"
+	in.Results = []pull.Result{mine, theirs}
+	in.Engine[imgA] = backingOff(theirs)
+	out := Decide(in)
+	for _, scope := range []string{"", "c"} {
+		if e := entry(t, out.Status, scope); e.State != warmv1.ImageBackOff || e.Reason != string(pull.ClassUnauthorized) {
+			t.Errorf("entry %q: %s %s, want BackOff Unauthorized", scope, e.State, e.Reason)
+		}
+	}
+	if out.Next > 8*time.Second {
+		t.Errorf("next pass in %v: want by the end of the node-wide entry's back-off", out.Next)
+	}
+}

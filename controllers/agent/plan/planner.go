@@ -369,6 +369,11 @@ type imageView struct {
 	// verified: the image listed, or freshly pulled, came with the entry's
 	// credentials; present needs it.
 	verified bool
+	// backOff is set while the entry's last failure holds its next pull
+	// back, until retryAt. The engine holds one result per image, so the
+	// entry's own failure says it when another entry's pull came since.
+	backOff bool
+	retryAt time.Time
 	present  bool
 }
 
@@ -415,7 +420,7 @@ func (p *planner) pull(w *wantedImage, m imageMemory, v imageView) (diskHeld, ev
 			// A pull that ends between the listing and the shell's Sync
 			// is not started again.
 			MissingSince: p.in.ListedAt,
-			refKey:       w.refKey, inFlight: v.inFlight, backOff: v.known && v.eng.State == pull.StateBackOff,
+			refKey:       w.refKey, inFlight: v.inFlight, backOff: v.backOff,
 		})
 	}
 	return diskHeld, evictHeld
@@ -443,6 +448,12 @@ func (p *planner) view(w *wantedImage, m imageMemory) imageView {
 	}
 	if v.fresh != nil && !v.fresh.Finished.After(p.in.ListedAt) {
 		v.fresh = nil // listed since: the runtime's record is the newer
+	}
+	switch {
+	case v.known && v.eng.State == pull.StateBackOff:
+		v.backOff, v.retryAt = true, v.eng.RetryAt
+	case !v.inFlight && v.failed != nil && v.failed.RetryAt.After(p.in.Now):
+		v.backOff, v.retryAt = true, v.failed.RetryAt
 	}
 	if v.fresh != nil && !verifies(*v.fresh) {
 		v.fresh = nil // another spelling's pull brought it: not a proof
@@ -536,9 +547,9 @@ func (p *planner) imageStatus(key string, w *wantedImage, m imageMemory, v image
 		p.soon(diskRetry)
 	case v.inFlight:
 		img.State = engineState(v.eng.State)
-	case v.known && v.eng.State == pull.StateBackOff && v.failed != nil:
+	case v.backOff && v.failed != nil:
 		img.State, img.Reason, img.Message = warmv1.ImageBackOff, string(v.failed.Class), statusMessage(v.failed.Message)
-		p.soon(v.eng.RetryAt.Sub(p.in.Now))
+		p.soon(v.retryAt.Sub(p.in.Now))
 		if v.failed.Class == pull.ClassUnauthorized && len(w.secrets) > 0 {
 			p.soon(secretRetry)
 		}

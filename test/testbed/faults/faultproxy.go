@@ -101,6 +101,9 @@ type ProxyRequest struct {
 	Done   time.Time
 	Method string
 	Path   string
+	// User is the user name of the request's basic-auth credentials, ""
+	// when it sent none. The password is never kept.
+	User string
 	// Mode is how it was answered: FaultPass when the fault did not
 	// apply to its path.
 	Mode FaultMode
@@ -225,7 +228,8 @@ func (p *FaultProxy) record(r *http.Request) (Fault, int) {
 	if !f.Paths.match(r.URL.Path) {
 		f = Fault{}
 	}
-	p.log = append(p.log, ProxyRequest{At: time.Now(), Method: r.Method, Path: r.URL.Path, Mode: f.Mode})
+	user, _, _ := r.BasicAuth()
+	p.log = append(p.log, ProxyRequest{At: time.Now(), Method: r.Method, Path: r.URL.Path, User: user, Mode: f.Mode})
 	return f, len(p.log) - 1
 }
 
