@@ -374,7 +374,7 @@ type imageView struct {
 	// entry's own failure says it when another entry's pull came since.
 	backOff bool
 	retryAt time.Time
-	present  bool
+	present bool
 }
 
 // image decides one wanted image: whether it is present, whether to pull
