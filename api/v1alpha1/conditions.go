@@ -73,10 +73,16 @@ const (
 )
 
 // ReasonTooManyImages is the reason of ImagesResolved when the workloads
-// name more images than one ImageWarm may warm (the first by name are), of
-// a NodeWarm's ImagesListed when the node wants more than MaxNodeImages, and
-// the failure reason of the images that list leaves out.
+// name more images than one ImageWarm may warm (the first by name are), and
+// of a NodeWarm's ImagesListed when the node wants more than MaxNodeImages.
 const ReasonTooManyImages = "TooManyImages"
+
+// ReasonImagesNotListed is the reason of an ImageWarm's Ready and
+// Progressing conditions when some matching node wants more images than a
+// NodeWarm lists and left some of this ImageWarm's out of its report
+// (status.nodes.unlisted): not a failure, but progress there cannot be
+// seen.
+const ReasonImagesNotListed = "ImagesNotListed"
 
 // Reasons of the ImageWarm's Rollout condition.
 const (

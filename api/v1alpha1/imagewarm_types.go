@@ -160,6 +160,12 @@ type NodeCounts struct {
 	// image: they can never hold it, so they do not count toward Ready.
 	// +optional
 	Unsupported int32 `json:"unsupported,omitempty"`
+	// unlisted nodes want more images than a NodeWarm lists (512 entries,
+	// shared fairly among the namespaces that ask) and left some image of
+	// this ImageWarm out of their report: its progress there cannot be
+	// seen. They are neither ready nor failed; their agents still warm it.
+	// +optional
+	Unlisted int32 `json:"unlisted,omitempty"`
 }
 
 // ImageFleetStatus is the progress across the matching nodes of one image
@@ -188,6 +194,10 @@ type ImageFleetStatus struct {
 	// lacks.
 	// +optional
 	Unsupported int32 `json:"unsupported,omitempty"`
+	// unlisted is the number of matching nodes whose report left the image
+	// out (see NodeCounts.unlisted).
+	// +optional
+	Unlisted int32 `json:"unlisted,omitempty"`
 }
 
 // NodeFailure is one node's failure to pull one image.

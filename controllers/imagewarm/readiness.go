@@ -109,6 +109,10 @@ func setReady(st *warmv1.ImageWarmStatus, iw *warmv1.ImageWarm) {
 	case n.NotReporting > 0:
 		c.Reason = warmv1.ReasonNotReporting
 		c.Message = notReportingText(st, iw) + needText(iw, need)
+	case n.Unlisted > 0:
+		c.Reason = warmv1.ReasonImagesNotListed
+		c.Message = fmt.Sprintf("%d/%d matching nodes have every image; %d pulling; %d want more images than a NodeWarm lists (%d) and left some of this ImageWarm's out of their report",
+			n.Ready, counted, n.Pulling, n.Unlisted, warmv1.MaxNodeImages) + needText(iw, need)
 	default:
 		c.Reason = warmv1.ReasonPulling
 		c.Message = fmt.Sprintf("%d/%d matching nodes have every image; %d pulling", n.Ready, counted, n.Pulling) + needText(iw, need)

@@ -439,8 +439,8 @@ func BenchmarkAggregate1000(b *testing.B) {
 }
 
 // TestAggregateUnlistedImages reads the report of a node that wants more
-// images than a NodeWarm lists: an image it leaves out counts as failed
-// there, with a reason, rather than as pulling for ever.
+// images than a NodeWarm lists: an image it leaves out counts as unlisted
+// there, with a reason, neither failed nor pulling.
 func TestAggregateUnlistedImages(t *testing.T) {
 	iw := iwNewWarm(1, nil, "nginx", "redis")
 	cut := iwReport("node-a", iwWebAt(1), iwImg("nginx", warmv1.ImagePresent))
@@ -451,10 +451,21 @@ func TestAggregateUnlistedImages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Nodes.Failed != 1 || st.Nodes.Pulling != 1 {
-		t.Errorf("nodes %+v, want node-a failed and node-b pulling (redis not taken in yet)", st.Nodes)
+	if st.Nodes.Unlisted != 1 || st.Nodes.Failed != 0 || st.Nodes.Pulling != 1 {
+		t.Errorf("nodes %+v, want node-a unlisted and node-b pulling (redis not taken in yet)", st.Nodes)
 	}
-	if len(st.Failures) != 1 || st.Failures[0].Node != "node-a" || st.Failures[0].Reason != warmv1.ReasonTooManyImages {
-		t.Errorf("failures %+v, want node-a's redis with reason %s", st.Failures, warmv1.ReasonTooManyImages)
+	if len(st.Failures) != 0 {
+		t.Errorf("failures %+v, want none: an image left out of a report is not a failure", st.Failures)
+	}
+	if len(st.Images) != 1 || st.Images[0].Image != "redis" || st.Images[0].Unlisted != 1 {
+		t.Errorf("images %+v, want redis unlisted on one node", st.Images)
+	}
+	st.Nodes.Pulling = 0 // node-b done: what is left is node-a's unlisted image
+	setReady(&st, iw)
+	setProgressing(&st, iw)
+	for _, typ := range []string{warmv1.ConditionReady, warmv1.ConditionProgressing} {
+		if c := meta.FindStatusCondition(st.Conditions, typ); c == nil || c.Reason != warmv1.ReasonImagesNotListed {
+			t.Errorf("%s = %+v, want reason %s", typ, c, warmv1.ReasonImagesNotListed)
+		}
 	}
 }

@@ -1,7 +1,6 @@
 package imagewarm
 
 import (
-	"fmt"
 	"sort"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -143,7 +142,7 @@ func (t *warmTally) addNode(node string, since metav1.Time, nw *warmv1.NodeWarm)
 			t.entries[s] = e
 		}
 	}
-	ready, failed, unsupported := true, false, false
+	ready, failed, unsupported, notListed := true, false, false, false
 	unlisted := unlistedEntry(nw)
 	var out nodeOutcome
 	for i := range t.images {
@@ -152,6 +151,9 @@ func (t *warmTally) addNode(node string, since metav1.Time, nw *warmv1.NodeWarm)
 			e = unlisted
 		}
 		switch {
+		case e != nil && e == unlisted:
+			t.images[i].Unlisted++
+			ready, notListed = false, true
 		case e != nil && e.State == warmv1.ImagePresent:
 			t.images[i].Ready++
 			t.digests[i].add(e.Digest)
@@ -178,6 +180,9 @@ func (t *warmTally) addNode(node string, since metav1.Time, nw *warmv1.NodeWarm)
 	case unsupported:
 		t.nodes.Unsupported++
 		out.state = nodeUnsupported
+	case notListed:
+		// Its progress cannot be seen: for a rollout, still pulling.
+		t.nodes.Unlisted++
 	case ready:
 		t.nodes.Ready++
 		out.state = nodeReady
@@ -196,17 +201,16 @@ func failureReason(e *warmv1.NodeImage) string {
 }
 
 // unlistedEntry is what stands for an image a node's report leaves out
-// because the node wants more images than a NodeWarm lists: a failure,
-// so that the ImageWarm says why it cannot see the node's progress. nil
-// while the report lists every image (an image not listed is then not
-// taken in yet).
+// because the node wants more images than a NodeWarm lists: not a
+// failure (the agent still warms it), but progress that cannot be seen,
+// counted as unlisted. nil while the report lists every image (an image
+// not listed is then not taken in yet).
 func unlistedEntry(nw *warmv1.NodeWarm) *warmv1.NodeImage {
 	c := meta.FindStatusCondition(nw.Status.Conditions, warmv1.ConditionImagesListed)
 	if c == nil || c.Status != metav1.ConditionFalse {
 		return nil
 	}
-	return &warmv1.NodeImage{State: warmv1.ImageFailed, Reason: warmv1.ReasonTooManyImages,
-		Message: fmt.Sprintf("not in the node's report: it wants %d images, a NodeWarm lists %d", nw.Status.Desired, warmv1.MaxNodeImages)}
+	return &warmv1.NodeImage{State: warmv1.ImageQueued, Reason: warmv1.ReasonTooManyImages}
 }
 
 // lacksPlatform says whether a node's entry says the image has no variant

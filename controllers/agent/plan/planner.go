@@ -642,7 +642,7 @@ func (p *planner) finishStatus(st warmv1.NodeWarmStatus) warmv1.NodeWarmStatus {
 	count(&st) // every image, before the list is cut
 	wanted := len(st.Images)
 	if wanted > warmv1.MaxNodeImages {
-		st.Images = st.Images[:warmv1.MaxNodeImages]
+		st.Images = fairShare(st.Images, st.Warms, warmv1.MaxNodeImages)
 	}
 	if len(st.Warms) > warmv1.MaxNodeWarms {
 		st.Warms = st.Warms[:warmv1.MaxNodeWarms]

@@ -726,3 +726,28 @@ func trusted(in Input) Input {
 	in.State.images = images
 	return in
 }
+
+// TestPlanFairShare: one namespace asking for more images than a NodeWarm
+// lists does not push another namespace's out of the report: the entries
+// are taken in turn by namespace.
+func TestPlanFairShare(t *testing.T) {
+	var greedy []string
+	for i := range 600 {
+		greedy = append(greedy, fmt.Sprintf("registry.test/big/i%03d:v1", i))
+	}
+	small := []string{"registry.test/zz/one:v1", "registry.test/zz/two:v1"}
+	in := input(warm("big", "all", nil, greedy...), warm("small", "few", nil, small...))
+	in.Runtime = listed(append(greedy, small...)...)
+	st := decide(in).Status
+	if len(st.Images) != warmv1.MaxNodeImages || st.Desired != 602 {
+		t.Fatalf("%d listed, %d desired; want %d and 602", len(st.Images), st.Desired, warmv1.MaxNodeImages)
+	}
+	for _, img := range small {
+		if !slices.ContainsFunc(st.Images, func(e warmv1.NodeImage) bool { return e.Image == img }) {
+			t.Errorf("%s, small's image, was pushed out of the report by big's 600", img)
+		}
+	}
+	if !slices.IsSortedFunc(st.Images, func(a, b warmv1.NodeImage) int { return strings.Compare(a.Image, b.Image) }) {
+		t.Error("the report is not sorted by image")
+	}
+}
