@@ -128,20 +128,7 @@ func (t *warmTally) addNode(node string, since metav1.Time, nw *warmv1.NodeWarm)
 		}
 		return nodeOutcome{state: nodePulling}
 	}
-	clear(t.entries)
-	reported := nw.Status.Images
-	for j := range reported {
-		e := &reported[j]
-		// An image may have an entry per namespace whose pull secrets it
-		// is pulled with: this ImageWarm's is its namespace's, if the
-		// node has one, else the node-wide one.
-		if e.SecretsNamespace != "" && e.SecretsNamespace != t.namespace {
-			continue
-		}
-		if s, ok := t.slots[e.Image]; ok && (t.entries[s] == nil || e.SecretsNamespace != "") {
-			t.entries[s] = e
-		}
-	}
+	t.takeEntries(nw)
 	ready, failed, unsupported, notListed := true, false, false, false
 	unlisted := unlistedEntry(nw)
 	var out nodeOutcome
@@ -190,6 +177,24 @@ func (t *warmTally) addNode(node string, since metav1.Time, nw *warmv1.NodeWarm)
 		t.nodes.Pulling++
 	}
 	return out
+}
+
+// takeEntries indexes the report's entries of this ImageWarm's images. An
+// image may have an entry per namespace whose pull secrets it is pulled
+// with: this ImageWarm's is its namespace's, if the node has one, else
+// the node-wide one.
+func (t *warmTally) takeEntries(nw *warmv1.NodeWarm) {
+	clear(t.entries)
+	reported := nw.Status.Images
+	for j := range reported {
+		e := &reported[j]
+		if e.SecretsNamespace != "" && e.SecretsNamespace != t.namespace {
+			continue
+		}
+		if s, ok := t.slots[e.Image]; ok && (t.entries[s] == nil || e.SecretsNamespace != "") {
+			t.entries[s] = e
+		}
+	}
 }
 
 // failureReason is a failed entry's reason, its state when it has none.

@@ -435,6 +435,24 @@ func (p *planner) pull(w *wantedImage, m imageMemory, v imageView) (diskHeld, ev
 // is under the entry's credentials.
 func (p *planner) view(w *wantedImage, m imageMemory) imageView {
 	v := imageView{fresh: m.pulled, failed: m.failed}
+	last := p.engineView(&v, w, m)
+	if v.fresh != nil && (!v.fresh.Finished.After(p.in.ListedAt) || !verifies(*v.fresh)) {
+		// Listed since: the runtime's record is the newer. Or another
+		// spelling's pull brought it: not a proof.
+		v.fresh = nil
+	}
+	v.backOff, v.retryAt = p.backOff(v)
+	v.listing, v.listed = p.in.Runtime.Lookup(w.ref)
+	pendingProof := v.pending && verifies(*last) && last.ImageRef == v.listing.ID
+	v.verified = v.fresh != nil || (v.listed && (m.verifiedAs(v.listing) || pendingProof))
+	v.present = v.fresh != nil || (v.listed && v.failed == nil && v.verified && (!v.inFlight || m.seen))
+	return v
+}
+
+// engineView fills in what the engine says of the entry: only a job, or a
+// last result, under the entry's credentials counts. It returns the
+// engine's last result.
+func (p *planner) engineView(v *imageView, w *wantedImage, m imageMemory) *pull.Result {
 	v.eng, v.known = p.in.Engine[w.refKey]
 	v.known = v.known && v.eng.Tag == w.scope
 	v.inFlight = v.known && (v.eng.State == pull.StateQueued || v.eng.State == pull.StatePulling)
@@ -446,22 +464,19 @@ func (p *planner) view(w *wantedImage, m imageMemory) imageView {
 	case v.pending:
 		v.failed = last
 	}
-	if v.fresh != nil && !v.fresh.Finished.After(p.in.ListedAt) {
-		v.fresh = nil // listed since: the runtime's record is the newer
-	}
+	return last
+}
+
+// backOff says whether the entry's last failure holds its next pull
+// back, and until when.
+func (p *planner) backOff(v imageView) (bool, time.Time) {
 	switch {
 	case v.known && v.eng.State == pull.StateBackOff:
-		v.backOff, v.retryAt = true, v.eng.RetryAt
+		return true, v.eng.RetryAt
 	case !v.inFlight && v.failed != nil && v.failed.RetryAt.After(p.in.Now):
-		v.backOff, v.retryAt = true, v.failed.RetryAt
+		return true, v.failed.RetryAt
 	}
-	if v.fresh != nil && !verifies(*v.fresh) {
-		v.fresh = nil // another spelling's pull brought it: not a proof
-	}
-	v.listing, v.listed = p.in.Runtime.Lookup(w.ref)
-	v.verified = v.fresh != nil || (v.listed && (m.verifiedAs(v.listing) || v.pending && verifies(*last) && last.ImageRef == v.listing.ID))
-	v.present = v.fresh != nil || (v.listed && v.failed == nil && v.verified && (!v.inFlight || m.seen))
-	return v
+	return false, time.Time{}
 }
 
 // onePullPerImage keeps one pull per image: the engine keys jobs by
