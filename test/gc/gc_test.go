@@ -156,11 +156,12 @@ func TestPinnedSurviveImageGC(t *testing.T) {
 	}
 }
 
-// startAgent runs the agent for the node beside it, as a process.
+// startAgent runs the agent for the node beside it, as a process, with
+// its service account's token and the shipped roles and policies.
 func startAgent(t *testing.T, node *testbed.RealNode) *testbed.Process {
 	t.Helper()
 	metrics, probe := fmt.Sprintf("127.0.0.1:%d", testbed.FreePort(t)), fmt.Sprintf("127.0.0.1:%d", testbed.FreePort(t))
-	args := append([]string{testbed.BuildWarmer(t), "agent", "--kubeconfig", node.Kubeconfig, "--node-name", node.Name,
+	args := append([]string{testbed.BuildWarmer(t), "agent", "--kubeconfig", node.AgentKubeconfig(t, node.Name), "--node-name", node.Name,
 		"--container-runtime-endpoint", node.Containerd.Endpoint, "--metrics-bind-address", metrics,
 		"--health-probe-bind-address", probe}, settings.Flags()...)
 	return testbed.StartProcess(t, "agent "+node.Name, args...)
