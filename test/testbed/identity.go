@@ -2,6 +2,8 @@ package testbed
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -282,4 +284,48 @@ func WhoAmI(t TB, kubeconfig string) authenticationv1.UserInfo {
 		t.Fatalf("SelfSubjectReview with %s: %v", kubeconfig, err)
 	}
 	return ssr.Status.UserInfo
+}
+
+// checkRefusals fails the test if the API server refused warmer's service
+// accounts anything in a process's log: a permission the code needs and
+// config/rbac lacks, or a write config/policy denies. The process may carry
+// on after one (an event dropped, a cache that never syncs), so the test
+// might otherwise pass. Processes with other identities never match.
+func checkRefusals(t TB, name, logPath string) {
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Logf("%s: reading the log for refusals: %v", name, err)
+		return
+	}
+	var refused []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if refusal(line) {
+			refused = append(refused, line)
+		}
+	}
+	if len(refused) == 0 {
+		return
+	}
+	if len(refused) > 10 {
+		refused = append(refused[:10], fmt.Sprintf("... and %d more", len(refused)-10))
+	}
+	msg := fmt.Sprintf("%s was refused by the API server as shipped (config/rbac, config/policy):\n%s", name, strings.Join(refused, "\n"))
+	// As for race reports: Errorf lets the other cleanups run; a TB
+	// without it (a Shared bed) stops here.
+	if e, ok := t.(interface{ Errorf(string, ...any) }); ok {
+		e.Errorf("%s", msg)
+		return
+	}
+	t.Fatal(msg)
+}
+
+// refusal says whether a log line reports an RBAC refusal of one of
+// warmer's service accounts, or a denial by one of its admission
+// policies. Quotes may come escaped (JSON logs), so the user name is
+// matched apart from the message around it.
+func refusal(line string) bool {
+	if strings.Contains(line, "ValidatingAdmissionPolicy 'warmer-") {
+		return true
+	}
+	return strings.Contains(line, "is forbidden: User ") && strings.Contains(line, "system:serviceaccount:"+SystemNamespace+":")
 }
