@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -181,7 +184,9 @@ func (cp *ControlPlane) AgentKubeconfig(t TB, node string) string {
 	t.Helper()
 	cp.InstallIdentity(t)
 	token := cp.requestToken(t, AgentServiceAccount, cp.agentBinding(t, node))
-	return writeTokenKubeconfig(t, cp.Config, "agent-"+node, token)
+	path := writeTokenKubeconfig(t, cp.Config, "agent-"+node, token)
+	planes.Store(path, cp)
+	return path
 }
 
 // agentBinding is the object the agent's token on node is bound to.
@@ -227,7 +232,9 @@ func (cp *ControlPlane) agentBinding(t TB, node string) *authenticationv1.BoundO
 func (cp *ControlPlane) ControllerKubeconfig(t TB) string {
 	t.Helper()
 	cp.InstallIdentity(t)
-	return writeTokenKubeconfig(t, cp.Config, "controller", cp.requestToken(t, ControllerServiceAccount, nil))
+	path := writeTokenKubeconfig(t, cp.Config, "controller", cp.requestToken(t, ControllerServiceAccount, nil))
+	planes.Store(path, cp)
+	return path
 }
 
 // requestToken asks the TokenRequest API for a token of the service
@@ -286,22 +293,47 @@ func WhoAmI(t TB, kubeconfig string) authenticationv1.UserInfo {
 	return ssr.Status.UserInfo
 }
 
+// planes are the control planes of the kubeconfigs minted by
+// AgentKubeconfig and ControllerKubeconfig, by path: a process started with
+// one has its log checked for refusals against that plane (checkRefusals).
+var planes sync.Map
+
 // checkRefusals fails the test if the API server refused warmer's service
-// accounts anything in a process's log: a permission the code needs and
-// config/rbac lacks, or a write config/policy denies. The process may carry
-// on after one (an event dropped, a cache that never syncs), so the test
-// might otherwise pass. Processes with other identities never match.
-func checkRefusals(t TB, name, logPath string) {
+// accounts something in the log of a process started with a kubeconfig of
+// theirs: a permission the code needs and config/rbac lacks, or a write
+// config/policy denies. The process may carry on after one (an event
+// dropped, a cache that never syncs), so the test might otherwise pass.
+//
+// An RBAC refusal counts only if the roles still refuse it at the end (a
+// SubjectAccessReview): a restarted API server refuses everything for a
+// moment, until its authorizer's cache has the roles again.
+func checkRefusals(t TB, name string, argv []string, logPath string) {
+	v, ok := planes.Load(flagValue(argv, "--kubeconfig"))
+	if !ok {
+		return
+	}
+	cp := v.(*ControlPlane)
 	b, err := os.ReadFile(logPath)
 	if err != nil {
 		t.Logf("%s: reading the log for refusals: %v", name, err)
 		return
 	}
 	var refused []string
+	still := map[refusedRequest]bool{}
 	for _, line := range strings.Split(string(b), "\n") {
-		if refusal(line) {
-			refused = append(refused, line)
+		r, ok := parseRefusal(line)
+		if !ok {
+			continue
 		}
+		if r != nil {
+			if _, seen := still[*r]; !seen {
+				still[*r] = cp.refuses(*r)
+			}
+			if !still[*r] {
+				continue
+			}
+		}
+		refused = append(refused, line)
 	}
 	if len(refused) == 0 {
 		return
@@ -319,13 +351,63 @@ func checkRefusals(t TB, name, logPath string) {
 	t.Fatal(msg)
 }
 
-// refusal says whether a log line reports an RBAC refusal of one of
-// warmer's service accounts, or a denial by one of its admission
-// policies. Quotes may come escaped (JSON logs), so the user name is
-// matched apart from the message around it.
-func refusal(line string) bool {
+// flagValue is the value of a flag on a command line, as --flag value or
+// --flag=value; empty if absent.
+func flagValue(argv []string, flag string) string {
+	for i, a := range argv {
+		if a == flag && i+1 < len(argv) {
+			return argv[i+1]
+		}
+		if v, ok := strings.CutPrefix(a, flag+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// refusedRequest is what an RBAC refusal message says was refused.
+type refusedRequest struct {
+	user, verb, group, resource, subresource, namespace, name string
+}
+
+// rbacRefusal matches the API server's RBAC refusal of one of warmer's
+// service accounts (k8s.io/apiserver's forbiddenMessage), after the
+// quotes of a JSON log are unescaped: "<resource>[.<group>] ["<name>"] is
+// forbidden: User "<user>" cannot <verb> resource "<resource>[/<sub>]" in
+// API group "<group>" (in the namespace "<ns>" | at the cluster scope).
+var rbacRefusal = regexp.MustCompile(`(?:"([^"]*)" )?is forbidden: User "(system:serviceaccount:` + SystemNamespace +
+	`:[^"]+)" cannot (\w+) resource "([^"/]+)(?:/([^"]+))?" in API group "([^"]*)" (?:in the namespace "([^"]+)"|at the cluster scope)`)
+
+// parseRefusal says whether a log line reports a refusal of one of
+// warmer's service accounts. For an RBAC refusal it returns the request;
+// for a denial by one of warmer's admission policies, or a refusal it
+// cannot read, nil, and the refusal counts as it is.
+func parseRefusal(line string) (*refusedRequest, bool) {
 	if strings.Contains(line, "ValidatingAdmissionPolicy 'warmer-") {
+		return nil, true
+	}
+	line = strings.ReplaceAll(line, `\"`, `"`)
+	if !strings.Contains(line, "is forbidden: User \"system:serviceaccount:"+SystemNamespace+":") {
+		return nil, false
+	}
+	m := rbacRefusal.FindStringSubmatch(line)
+	if m == nil {
+		return nil, true
+	}
+	return &refusedRequest{name: m[1], user: m[2], verb: m[3], resource: m[4], subresource: m[5], group: m[6], namespace: m[7]}, true
+}
+
+// refuses asks the API server whether RBAC refuses r now. An error
+// answering counts as a refusal: it is not cleared.
+func (cp *ControlPlane) refuses(r refusedRequest) bool {
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User:   r.user,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + SystemNamespace, "system:authenticated"},
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: r.namespace, Verb: r.verb, Group: r.group,
+			Resource: r.resource, Subresource: r.subresource, Name: r.name},
+	}}
+	if err := cp.Client.Create(context.Background(), sar); err != nil {
 		return true
 	}
-	return strings.Contains(line, "is forbidden: User ") && strings.Contains(line, "system:serviceaccount:"+SystemNamespace+":")
+	return !sar.Status.Allowed
 }
