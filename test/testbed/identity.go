@@ -378,13 +378,24 @@ type refusedRequest struct {
 var rbacRefusal = regexp.MustCompile(`(?:"([^"]*)" )?is forbidden: User "(system:serviceaccount:` + SystemNamespace +
 	`:[^"]+)" cannot (\w+) resource "([^"/]+)(?:/([^"]+))?" in API group "([^"]*)" (?:in the namespace "([^"]+)"|at the cluster scope)`)
 
+// kubeletRefusal matches a kubelet's refusal of one of warmer's service
+// accounts, which it checks with a SubjectAccessReview of its own (the
+// disk guard reading /stats/summary): "Forbidden (user=<user>,
+// verb=<verb>, resource=<resource>, subresource(s)=[<sub>])".
+var kubeletRefusal = regexp.MustCompile(`Forbidden \(user=(system:serviceaccount:` + SystemNamespace +
+	`:[^,]+), verb=(\w+), resource=([^,]+), subresource\(s\)=\[([^\]]*)\]\)`)
+
 // parseRefusal says whether a log line reports a refusal of one of
-// warmer's service accounts. For an RBAC refusal it returns the request;
-// for a denial by one of warmer's admission policies, or a refusal it
-// cannot read, nil, and the refusal counts as it is.
+// warmer's service accounts. For an RBAC refusal, by the API server or a
+// kubelet, it returns the request; for a denial by one of warmer's
+// admission policies, or a refusal it cannot read, nil, and the refusal
+// counts as it is.
 func parseRefusal(line string) (*refusedRequest, bool) {
 	if strings.Contains(line, "ValidatingAdmissionPolicy 'warmer-") {
 		return nil, true
+	}
+	if m := kubeletRefusal.FindStringSubmatch(line); m != nil {
+		return &refusedRequest{user: m[1], verb: m[2], resource: m[3], subresource: m[4]}, true
 	}
 	line = strings.ReplaceAll(line, `\"`, `"`)
 	if !strings.Contains(line, "is forbidden: User \"system:serviceaccount:"+SystemNamespace+":") {

@@ -44,6 +44,8 @@ func TestParseRefusal(t *testing.T) {
 			true, nil},
 		{`{"level":"error","error":"events.events.k8s.io \"x\" is forbidden: unable to create new content in namespace team-a because it is being terminated"}`,
 			false, nil},
+		{`{"level":"info","msg":"Disk guard cannot read the image filesystem","error":"reading the kubelet's summary at https://10.0.0.1:10250/stats/summary: 403 Forbidden: Forbidden (user=system:serviceaccount:warmer-system:warmer-agent, verb=get, resource=nodes, subresource(s)=[stats])"}`,
+			true, &refusedRequest{user: agent, verb: "get", resource: "nodes", subresource: "stats"}},
 		{`secrets is forbidden: User "alice" cannot get resource "secrets" in API group "" in the namespace "team-b"`, false, nil},
 	} {
 		got, refusal := parseRefusal(c.line)
