@@ -100,6 +100,9 @@ func TestPinnedSurviveImageGC(t *testing.T) {
 			t.Logf("kubelet log, images and eviction:\n%s", grepLines(node.KubeletLog(3000), "viction", "mage", "garbage"))
 		}
 	})
+	// Pinned reaches past the namespace: config/policy leaves it to the
+	// namespaces an operator marked.
+	node.AllowClusterLevers(t, ns)
 	keptWarm := newWarm("kept", warmv1.RetentionPinned, kept)
 	b.create(t, keptWarm)
 	b.create(t, newWarm("loose", warmv1.RetentionUnpinned, loose))

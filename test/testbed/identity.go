@@ -80,6 +80,18 @@ func (cp *ControlPlane) InstallIdentity(t TB) {
 	cp.identity = true
 }
 
+// AllowClusterLevers labels namespace ns warmer.dev/cluster-levers=allowed,
+// as a cluster's operator marks the namespaces whose ImageWarms may set
+// spec.startupTaint, retention: Pinned or a control-plane nodeSelector:
+// config/policy refuses them elsewhere.
+func (cp *ControlPlane) AllowClusterLevers(t TB, ns string) {
+	t.Helper()
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"warmer.dev/cluster-levers":"allowed"}}}`))
+	if err := cp.Client.Patch(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, patch); err != nil {
+		t.Fatalf("marking namespace %s for the cluster levers: %v", ns, err)
+	}
+}
+
 // policyProbe is a dry-run request that one of the shipped admission
 // policies refuses once it is in force.
 type policyProbe struct {
