@@ -90,7 +90,7 @@ func TestHugeRuntimeMessage(t *testing.T) {
 	const name = "node-huge"
 	cp.CreateNode(t, name, nil)
 	fleet := &testbed.Fleet{CP: cp, Bin: testbed.BuildWarmer(t)}
-	agent := testbed.StartProcess(t, "agent "+name, append([]string{fleet.Bin, "agent", "--kubeconfig", cp.Kubeconfig,
+	agent := testbed.StartProcess(t, "agent "+name, append([]string{fleet.Bin, "agent", "--kubeconfig", cp.AgentKubeconfig(t, name),
 		"--node-name", name, "--container-runtime-endpoint", endpoint,
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0"}, testbed.DefaultAgentFlags...)...)
 	fleet.Controller = fleet.StartController(t)

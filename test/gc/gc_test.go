@@ -100,6 +100,9 @@ func TestPinnedSurviveImageGC(t *testing.T) {
 			t.Logf("kubelet log, images and eviction:\n%s", grepLines(node.KubeletLog(3000), "viction", "mage", "garbage"))
 		}
 	})
+	// Pinned reaches past the namespace: config/policy leaves it to the
+	// namespaces an operator marked.
+	node.AllowClusterLevers(t, ns)
 	keptWarm := newWarm("kept", warmv1.RetentionPinned, kept)
 	b.create(t, keptWarm)
 	b.create(t, newWarm("loose", warmv1.RetentionUnpinned, loose))
@@ -156,11 +159,12 @@ func TestPinnedSurviveImageGC(t *testing.T) {
 	}
 }
 
-// startAgent runs the agent for the node beside it, as a process.
+// startAgent runs the agent for the node beside it, as a process, with
+// its service account's token and the shipped roles and policies.
 func startAgent(t *testing.T, node *testbed.RealNode) *testbed.Process {
 	t.Helper()
 	metrics, probe := fmt.Sprintf("127.0.0.1:%d", testbed.FreePort(t)), fmt.Sprintf("127.0.0.1:%d", testbed.FreePort(t))
-	args := append([]string{testbed.BuildWarmer(t), "agent", "--kubeconfig", node.Kubeconfig, "--node-name", node.Name,
+	args := append([]string{testbed.BuildWarmer(t), "agent", "--kubeconfig", node.AgentKubeconfig(t, node.Name), "--node-name", node.Name,
 		"--container-runtime-endpoint", node.Containerd.Endpoint, "--metrics-bind-address", metrics,
 		"--health-probe-bind-address", probe}, settings.Flags()...)
 	return testbed.StartProcess(t, "agent "+node.Name, args...)

@@ -31,7 +31,7 @@ import (
 )
 
 const (
-	ns   = "warmer-system"
+	ns   = testbed.SystemNamespace
 	node = "node-1"
 )
 
@@ -41,8 +41,8 @@ func TestPrometheusScrapesAgent(t *testing.T) {
 	reg := testbed.StartRegistry(t, testbed.RegistryOptions{Name: "mon"})
 	a := reg.PushRandom(t, "mon/a:v1", testbed.ImageOptions{LayerSize: testbed.MB})
 	b := reg.PushRandom(t, "mon/b:v1", testbed.ImageOptions{LayerSize: testbed.MB})
+	// The fleet installs warmer's namespace (ns) with its service accounts.
 	f := testbed.StartFleet(t, map[string]map[string]string{node: {"pool": "mon"}}, testbed.FleetOptions{})
-	f.Create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	stand := standIns(t, f)
 	prom := testbed.StartPrometheus(t, promConfig(t, discover(t, f)))
 	t.Cleanup(func() {

@@ -191,7 +191,7 @@ func startAgent(b *testing.B, cp *testbed.ControlPlane, bin, node string, ctd *t
 func startAgentIn(b *testing.B, cg *testbed.MemoryCgroup, cp *testbed.ControlPlane, bin, node string, ctd *testbed.Containerd, extra ...string) (*testbed.Process, string) {
 	b.Helper()
 	metrics := fmt.Sprintf("127.0.0.1:%d", testbed.FreePort(b))
-	args := append([]string{bin, "agent", "--kubeconfig", cp.Kubeconfig, "--node-name", node,
+	args := append([]string{bin, "agent", "--kubeconfig", cp.AgentKubeconfig(b, node), "--node-name", node,
 		"--container-runtime-endpoint", ctd.Endpoint, "--metrics-bind-address", metrics,
 		"--health-probe-bind-address", "0",
 		// The image filesystem is a folder on the machine's shared disk,
@@ -215,8 +215,8 @@ func startAgentIn(b *testing.B, cg *testbed.MemoryCgroup, cp *testbed.ControlPla
 func startController(b *testing.B, cp *testbed.ControlPlane, bin string) string {
 	b.Helper()
 	metrics := fmt.Sprintf("127.0.0.1:%d", testbed.FreePort(b))
-	p := testbed.StartProcess(b, "controller", bin, "controller", "--kubeconfig", cp.Kubeconfig,
-		"--leader-election-namespace", "default", "--metrics-bind-address", metrics, "--health-probe-bind-address", "0")
+	p := testbed.StartProcess(b, "controller", bin, "controller", "--kubeconfig", cp.ControllerKubeconfig(b),
+		"--leader-election-namespace", testbed.SystemNamespace, "--metrics-bind-address", metrics, "--health-probe-bind-address", "0")
 	b.Cleanup(func() {
 		if b.Failed() {
 			b.Logf("controller log:\n%s", p.Log(40))

@@ -205,7 +205,7 @@ func warmOnNode(t *testing.T, reg *testbed.Registry, config map[string]any, want
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
 	defer copier.Stop()
 	agent := testbed.StartProcess(t, "agent", append([]string{testbed.BuildWarmer(t), "agent",
-		"--kubeconfig", n.Kubeconfig, "--node-name", n.Name,
+		"--kubeconfig", n.AgentKubeconfig(t, n.Name), "--node-name", n.Name,
 		"--container-runtime-endpoint", n.Containerd.Endpoint,
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0"}, testbed.DefaultAgentFlags...)...)
 	cri := n.Containerd.ImageService(t)

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
@@ -94,6 +96,9 @@ func TestSecrets(t *testing.T) {
 	t.Run("another namespace's secret cannot be borrowed", func(t *testing.T) {
 		testBorrow(t, f, borrowed)
 	})
+	t.Run("the agent runs as its service account, refused what its role refuses", func(t *testing.T) {
+		testAgentIdentity(t, f)
+	})
 	t.Run("secret values appear nowhere", func(t *testing.T) {
 		needles := append(secretForms(user, pass, wrong, secrets), hostcheck.LeakForms("the failing plugins' password", user, pluginPass)...)
 		shown := everythingWarmerShows(t, f)
@@ -144,6 +149,36 @@ func testBorrow(t *testing.T, f *testbed.Fleet, image string) {
 		if strings.Contains(r, " "+nsB+"/") || (!inWarmer && !strings.HasPrefix(r, "get ")) {
 			t.Errorf("warmer made the request %q", r)
 		}
+	}
+}
+
+// testAgentIdentity checks that the agent runs with the credentials it
+// ships with, not the admin's: its kubeconfig is the warmer-agent service
+// account's, carrying its node's name; listing every Secret, which its
+// role does not grant, is refused; and its NodeWarm, which the admission
+// policy lets only that node's agent write, is there.
+func testAgentIdentity(t *testing.T, f *testbed.Fleet) {
+	ctx := context.Background()
+	kubeconfig := flagOf(t, f.Nodes[node].Agent.Pid(), "--kubeconfig")
+	u := testbed.WhoAmI(t, kubeconfig)
+	agentUser := "system:serviceaccount:" + testbed.SystemNamespace + ":" + testbed.AgentServiceAccount
+	if u.Username != agentUser || !slices.Equal(u.Extra[testbed.NodeNameExtra], []string{node}) {
+		t.Errorf("the agent runs as %s with %s %v, want %s on %s", u.Username, testbed.NodeNameExtra, u.Extra[testbed.NodeNameExtra], agentUser, node)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent, err := client.New(cfg, client.Options{Scheme: testbed.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = agent.List(ctx, &corev1.SecretList{})
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `cannot list resource "secrets"`) {
+		t.Errorf("the agent's credentials listing every Secret: %v, want Forbidden by RBAC", err)
+	}
+	if _, err := f.NodeWarm(node); err != nil {
+		t.Errorf("the agent's NodeWarm: %v", err)
 	}
 }
 

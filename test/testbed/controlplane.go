@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 	"slices"
+	"sync"
 	"syscall"
 	"time"
 
@@ -42,6 +43,13 @@ type ControlPlane struct {
 	assets string
 	pids   []int
 	dirs   []string
+	// identity is set once InstallIdentity has installed warmer's roles
+	// and policies; identityMu orders the fleets that share the plane.
+	identityMu sync.Mutex
+	identity   bool
+	// runsPods is set when a kubelet runs the Pods bound to a node of
+	// this plane (a RealNode's).
+	runsPods bool
 }
 
 // StartControlPlane starts kube-apiserver and etcd from KUBEBUILDER_ASSETS,

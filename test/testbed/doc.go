@@ -20,7 +20,9 @@
 // warmer binary, helm and Prometheus, with what sets up where their
 // processes run (audit.go: the API server's Secret audit log; memcg.go: a
 // memory cgroup to measure a process in, which shares the real node's
-// cgroup code). What they use, or tests use beside them, without starting
+// cgroup code; identity.go: warmer's shipped roles and admission policies
+// and the service-account tokens its processes run with; refusals.go: the
+// check that fails a test whose warmer process those refused something). What they use, or tests use beside them, without starting
 // a process lives in packages of its own below:
 //
 //   - build: the Kubernetes objects tests create (ImageWarm with options,

@@ -72,6 +72,13 @@ type FleetOptions struct {
 // StartFleet starts a control plane, one node (containerd, Node object with
 // the given labels, agent) per entry of labels, and the controller. Agents'
 // logs are printed when the test fails.
+//
+// The agents and the controller run as they are shipped: each with a token
+// of its service account, bound by config/rbac's roles and checked by
+// config/policy's admission policies, which the fleet installs from the
+// repository (ControlPlane.AgentKubeconfig, ControllerKubeconfig). A
+// permission the code needs and the manifests lack fails the test. The
+// test's own client, CP.Client, stays the admin.
 func StartFleet(t TB, labels map[string]map[string]string, opts FleetOptions) *Fleet {
 	t.Helper()
 	f := &Fleet{CP: StartControlPlane(t), Bin: BuildWarmer(t), Nodes: map[string]*Node{}, opts: opts,
@@ -94,8 +101,9 @@ func StartFleet(t TB, labels map[string]map[string]string, opts FleetOptions) *F
 		n := &Node{Name: name, Containerd: StartContainerd(t, name, copts...)}
 		n.CRI = n.Containerd.ImageService(t)
 		f.CP.CreateNode(t, name, l)
+		kubeconfig := f.CP.AgentKubeconfig(t, name)
 		n.Agent, n.Metrics, n.Probe = startListening(t, "agent "+name, func(metrics, probe string) []string {
-			n.agentArgs = append([]string{f.agentBin(t, name), "agent", "--kubeconfig", f.CP.Kubeconfig, "--node-name", name,
+			n.agentArgs = append([]string{f.agentBin(t, name), "agent", "--kubeconfig", kubeconfig, "--node-name", name,
 				"--container-runtime-endpoint", n.Containerd.Endpoint, "--metrics-bind-address", metrics,
 				"--health-probe-bind-address", probe}, f.AgentSettings.Flags()...)
 			return n.agentArgs
@@ -124,16 +132,19 @@ func (f *Fleet) agentBin(t TB, node string) string {
 }
 
 // StartController starts a warmer controller against the fleet's control
-// plane; StartFleet already started one. A Fleet built by hand, with no
-// ControllerSettings, gets DefaultController.
+// plane, with the warmer-controller service account's token and its
+// leader election in SystemNamespace, as shipped; StartFleet already
+// started one. A Fleet built by hand, with no ControllerSettings, gets
+// DefaultController.
 func (f *Fleet) StartController(t TB) *Process {
 	t.Helper()
 	if f.ControllerSettings == (ControllerSettings{}) {
 		f.ControllerSettings = DefaultController
 	}
+	kubeconfig := f.CP.ControllerKubeconfig(t)
 	p, metrics, _ := startListening(t, "controller", func(metrics, probe string) []string {
-		args := append([]string{f.Bin, "controller", "--kubeconfig", f.CP.Kubeconfig,
-			"--leader-election-namespace", "default",
+		args := append([]string{f.Bin, "controller", "--kubeconfig", kubeconfig,
+			"--leader-election-namespace", SystemNamespace,
 			"--metrics-bind-address", metrics, "--health-probe-bind-address", probe}, f.ControllerSettings.Flags()...)
 		return append(args, f.opts.ControllerFlags...)
 	})

@@ -167,6 +167,7 @@ func (n *RealNode) startControlPlane(t TB) *ControlPlane {
 	if err := cp.Client.Create(context.Background(), crb); err != nil {
 		t.Fatalf("binding the API server's kubelet client: %v", err)
 	}
+	cp.runsPods = true
 	return cp
 }
 

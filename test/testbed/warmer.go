@@ -20,7 +20,9 @@ type Process struct {
 
 // StartProcess runs argv as a child process, logging to a file in a fresh
 // directory, and stops it at cleanup. A race report in its log (a binary
-// built with -race, see BuildWarmer) then fails the test.
+// built with -race, see BuildWarmer) then fails the test, and so does a
+// refusal by the API server when the process runs with a kubeconfig of
+// AgentKubeconfig or ControllerKubeconfig (see checkRefusals).
 func StartProcess(t TB, name string, argv ...string) *Process {
 	t.Helper()
 	dir := shortDir(t, "proc")
@@ -32,6 +34,7 @@ func StartProcess(t TB, name string, argv ...string) *Process {
 	t.Cleanup(func() {
 		pr.Stop()
 		hostcheck.CheckRaces(t, name, pr.LogPath())
+		checkRefusals(t, name, argv, pr.LogPath())
 	})
 	return pr
 }
