@@ -22,7 +22,6 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
-	"github.com/warmer-dev/warmer/internal/secretcopy"
 	"github.com/warmer-dev/warmer/test/testbed"
 	"github.com/warmer-dev/warmer/test/testbed/build"
 	"github.com/warmer-dev/warmer/test/testbed/faults"
@@ -190,9 +189,10 @@ func warmOnNode(t *testing.T, reg *testbed.Registry, config map[string]any, want
 	n := testbed.StartNode(t, testbed.NodeOptions{Mirrors: map[string]string{mirrored: proxy.Host}, KubeletConfig: config})
 	b := &bed{node: n, proxy: proxy}
 	b.wantPolicy(t, want)
-	for _, ns := range []string{owner, other, secretcopy.DefaultNamespace} {
+	for _, ns := range []string{owner, other} {
 		b.namespace(t, ns)
 	}
+	n.LendPullSecrets(t, owner)
 	b.create(t, build.DockerConfigSecret(owner, secretName, mirrored, reg.Username(), reg.Password()))
 	iw := build.ImageWarm(owner, "app", build.Images(images...))
 	iw.Spec.ImagePullSecrets = []warmv1.SecretReference{{Name: secretName}}
@@ -201,7 +201,7 @@ func warmOnNode(t *testing.T, reg *testbed.Registry, config map[string]any, want
 	// The controller copies the owner's secret into warmer's namespace,
 	// where the agent reads it.
 	copier := testbed.StartProcess(t, "controller", testbed.BuildWarmer(t), "controller",
-		"--kubeconfig", n.Kubeconfig, "--leader-elect=false",
+		"--kubeconfig", n.ControllerKubeconfig(t), "--leader-elect=false",
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
 	defer copier.Stop()
 	agent := testbed.StartProcess(t, "agent", append([]string{testbed.BuildWarmer(t), "agent",

@@ -92,7 +92,6 @@ func StartFleet(t TB, labels map[string]map[string]string, opts FleetOptions) *F
 	if opts.Plain {
 		f.Bin = BuildPlainWarmer(t)
 	}
-	f.CP.ensureWarmerNamespace(t)
 	for name, l := range labels {
 		var copts []ContainerdOption
 		if opts.Containerd != nil {

@@ -10,7 +10,6 @@ package testbed
 func StartFleetBeside(t TB, n *RealNode, agent AgentSettings) *Fleet {
 	t.Helper()
 	f := &Fleet{CP: n.ControlPlane, Bin: BuildWarmer(t), Nodes: map[string]*Node{}, AgentSettings: agent}
-	f.CP.ensureWarmerNamespace(t)
 	node := &Node{Name: n.Name, Containerd: n.Containerd, CRI: n.Containerd.ImageService(t)}
 	kubeconfig := n.AgentKubeconfig(t, n.Name)
 	node.Agent, node.Metrics, node.Probe = startListening(t, "agent "+n.Name, func(metrics, probe string) []string {
