@@ -99,6 +99,7 @@ type NodeImage struct {
 	// anonymous). One image may have several entries.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	SecretsNamespace string `json:"secretsNamespace,omitempty"`
 	// verified is true once this agent pulled the image with the entry's
 	// credentials (for an image whose layers are there, a manifest

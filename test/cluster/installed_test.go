@@ -34,8 +34,10 @@ const agentUser = "system:serviceaccount:" + installNamespace + ":warmer-agent"
 // testAgentToken uses the service-account token the kubelet mounted into
 // the running agent's container, read where containerd says that mount
 // comes from (the image has no shell to cat it with): the API server takes
-// it for the agent on this node, and the admission policy lets it write
-// its own NodeWarm and refuses another node's, with the policy's message.
+// it for the agent on this node, it may read no Secret outside warmer's
+// namespace, the admission policy lets it write its own NodeWarm and
+// refuses another node's, with the policy's message; and its NodeWarm
+// shows it read the level from the kubelet, whose certificate it checked.
 func testAgentToken(t *testing.T) {
 	ctx := context.Background()
 	agent := tokenClient(t, mountedToken(t, agentPod(t)))
@@ -55,6 +57,23 @@ func testAgentToken(t *testing.T) {
 	var own warmv1.NodeWarm
 	if err := agent.Get(ctx, client.ObjectKey{Name: node.Name}, &own); err != nil {
 		t.Fatalf("the agent reading its own NodeWarm: %v", err)
+	}
+	// The level of the image filesystem came from the kubelet, whose
+	// serving certificate the agent verified: the install passes no
+	// --kubelet-insecure-tls, and an unverified kubelet leaves the level
+	// unknown.
+	if c := meta.FindStatusCondition(own.Status.Conditions, warmv1.ConditionDiskPressure); own.Status.ImageFilesystem == nil ||
+		c == nil || c.Reason == warmv1.ReasonLevelUnknown {
+		t.Errorf("the agent's NodeWarm: image filesystem %+v, DiskPressure %+v; want the level read from the kubelet", own.Status.ImageFilesystem, c)
+	}
+	// No Secret outside warmer's namespace, named or not.
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "not-for-agents"}, StringData: map[string]string{"k": "v"}}
+	if err := node.Client.Create(ctx, sec); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = node.Client.Delete(context.Background(), sec) })
+	if err := agent.Get(ctx, client.ObjectKeyFromObject(sec), &corev1.Secret{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the agent's pod token reading a Secret of namespace default: %v, want Forbidden", err)
 	}
 	own.Labels = map[string]string{"test.warmer.dev/dry-run": "own"}
 	if err := agent.Update(ctx, own.DeepCopy(), client.DryRunAll); err != nil {

@@ -26,21 +26,25 @@ import (
 )
 
 // TestKubeletStats reads the real kubelet's Summary API with
-// pkg/kubeletstats, as the agent's disk guard does: with a service-account
-// token of the agent's ClusterRole (config/rbac) the kubelet, which asks
-// the API server (webhook authentication and authorization), answers with
-// its image filesystem, the one holding containerd's root; with a token
-// whose account lacks nodes/stats it refuses.
+// pkg/kubeletstats, as the agent's disk guard does, verifying the
+// kubelet's serving certificate: with a service-account token of the
+// agent's ClusterRole (config/rbac) the kubelet, which asks the API server
+// (webhook authentication and authorization), answers with its image
+// filesystem, the one holding containerd's root; with a token whose
+// account lacks nodes/stats it refuses; a client that does not trust the
+// certificate's signer does not get that far.
 func TestKubeletStats(t *testing.T) {
 	ns := namespace(t)
 	agent := accountToken(t, ns, "stats-agent", agentRules(t))
 	other := accountToken(t, ns, "stats-other", nil)
-	// This kubelet signs its own serving certificate for its host name
-	// only, as kubeadm's do by default: no CA verifies it at the node's
-	// address, so the agent would run with --kubelet-insecure-tls here.
-	// (pkg/kubeletstats's own tests check the verification.)
-	opts := kubeletstats.Options{Port: node.KubeletPort, InsecureSkipVerify: true}
-	c, err := kubeletstats.New(&rest.Config{BearerToken: agent}, node.IP, opts)
+	// The kubelet serves a certificate the cluster's signer issued at its
+	// request (serverTLSBootstrap), for the node's address: the client
+	// checks it against the CAs pods trust, as the agent does by default.
+	opts := kubeletstats.Options{Port: node.KubeletPort}
+	trusting := func(token string, ca []byte) *rest.Config {
+		return &rest.Config{BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAData: ca}}
+	}
+	c, err := kubeletstats.New(trusting(agent, node.ClusterCA), node.IP, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +65,17 @@ func TestKubeletStats(t *testing.T) {
 		t.Errorf("kubelet image filesystem %+v; the filesystem of containerd's root has %d bytes", fs, want)
 	}
 
-	refused, err := kubeletstats.New(&rest.Config{BearerToken: other}, node.IP, opts)
+	// Without the CA that signed it, the certificate is refused: the
+	// token never leaves.
+	unverified, err := kubeletstats.New(trusting(agent, node.Config.CAData), node.IP, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unverified.ImageFs(ctx); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("trusting only the API server's CA: %v, want a certificate verification error", err)
+	}
+
+	refused, err := kubeletstats.New(trusting(other, node.ClusterCA), node.IP, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

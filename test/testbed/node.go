@@ -63,10 +63,16 @@ type RealNode struct {
 	APIServerHost, APIServerPort string
 	// Containerd is the node's runtime; Containerd.Socket is its socket.
 	Containerd *Containerd
+	// ClusterCA is the PEM bundle pods trust (kube-root-ca.crt): the API
+	// server's CA and the one that signed the kubelet's serving
+	// certificate, which the kubelet asked for as production kubelets do
+	// (serverTLSBootstrap) and the bed approved.
+	ClusterCA []byte
 
 	dir     string
 	cgroup  string
 	certs   kubeletClientCerts
+	serving servingCA
 	kubelet *process
 	assets  string
 	before  Traces
@@ -114,6 +120,7 @@ func StartNode(t TB, opts NodeOptions) *RealNode {
 	n.importPause(t)
 	t.Cleanup(n.removePods)
 	n.startKubelet(t, assets, opts)
+	n.approveServingCert(t)
 	n.waitReady(t)
 	return n
 }

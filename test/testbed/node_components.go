@@ -21,8 +21,12 @@ import (
 // here) and kube-scheduler, both as the admin and without serving ports.
 func (n *RealNode) startControllers(t TB, assets string) {
 	t.Helper()
-	ca := filepath.Join(n.dir, "apiserver-ca.crt")
-	if err := os.WriteFile(ca, n.Config.CAData, 0o600); err != nil {
+	// Pods trust both CAs: the API server's and the one that signs the
+	// kubelet's serving certificate.
+	n.serving = writeServingCA(t, n.dir)
+	n.ClusterCA = append(append([]byte{}, n.Config.CAData...), n.serving.PEM...)
+	ca := filepath.Join(n.dir, "cluster-ca.crt")
+	if err := os.WriteFile(ca, n.ClusterCA, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	certDir := n.env.ControlPlane.APIServer.CertDir
@@ -36,6 +40,10 @@ func (n *RealNode) startControllers(t TB, assets string) {
 		"--root-ca-file="+ca,
 		"--service-account-private-key-file="+filepath.Join(certDir, "sa-signer.key"),
 		"--use-service-account-credentials=false",
+		// The kubelet asks for its serving certificate (serverTLSBootstrap);
+		// the bed approves the request (approveServingCert), this signs it.
+		"--cluster-signing-kubelet-serving-cert-file="+n.serving.Cert,
+		"--cluster-signing-kubelet-serving-key-file="+n.serving.Key,
 		// Its default is below /usr/libexec, which it would create.
 		"--flex-volume-plugin-dir="+filepath.Join(n.dir, "kcm-volume-plugins"),
 	)
@@ -129,6 +137,7 @@ authentication:
     clientCAFile: %[3]s
 authorization:
   mode: Webhook
+serverTLSBootstrap: true
 containerRuntimeEndpoint: %[4]s
 cgroupDriver: cgroupfs
 cgroupRoot: /%[5]s

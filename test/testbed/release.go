@@ -81,9 +81,9 @@ func AppImage(t TB) v1.Image {
 // resources, components and images) and of what only this node knows: the
 // API server's port, the containerd state directory (the socket's
 // folder), which the agent mounts where a node has /run/containerd, and
-// the kubelet's port. The bed's kubelet serves a certificate it signed
-// itself for its host name only (kubeadm's default): the agent reads the
-// image filesystem's level there without verifying it.
+// the kubelet's port. The bed's kubelet serves a certificate the
+// cluster's signer issued for the node's address (serverTLSBootstrap), so
+// the agent verifies it with the CAs pods trust, as by default.
 func WriteRunLayer(t TB, n *RealNode, dir, head string) {
 	t.Helper()
 	k := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
@@ -107,7 +107,6 @@ patches:
   - target: {kind: DaemonSet, name: warmer-agent}
     patch: |-
       - {op: add, path: /spec/template/spec/containers/0/args/-, value: "--kubelet-port=%[4]d"}
-      - {op: add, path: /spec/template/spec/containers/0/args/-, value: --kubelet-insecure-tls}
   - patch: |-
       apiVersion: apps/v1
       kind: Deployment
