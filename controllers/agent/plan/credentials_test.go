@@ -256,3 +256,47 @@ func TestBackOffPerEntry(t *testing.T) {
 		t.Errorf("next pass in %v: want by the end of the node-wide entry's back-off", out.Next)
 	}
 }
+
+// TestProofsOutliveEntries: an ImageWarm that stops and starts matching
+// the node finds its entry's proof again, within proofTTL; and an image
+// pinned by someone other than warmer counts as present without a pull
+// (a pull on containerd would take the pin away), one warmer pinned does
+// not.
+func TestProofsOutliveEntries(t *testing.T) {
+	in := input(withSecret("a", "app"))
+	in.Runtime = listed(imgA)
+	in.Results = []pull.Result{scoped("a", t0.Add(-time.Second))}
+	state := Decide(in).State
+
+	gone := input() // the ImageWarm no longer matches
+	gone.Runtime, gone.State, gone.Now = listed(imgA), state, t0.Add(time.Minute)
+	state = Decide(gone).State
+
+	back := input(withSecret("a", "app"))
+	back.Runtime, back.State, back.Now = listed(imgA), state, t0.Add(2*time.Minute)
+	out := Decide(back)
+	if e := entry(t, out.Status, "a"); e.State != warmv1.ImagePresent || len(out.Pulls) != 0 {
+		t.Errorf("back after a minute: %s, pulls %+v; want Present from the kept proof", e.State, out.Pulls)
+	}
+
+	late := input(withSecret("a", "app"))
+	late.Runtime, late.State, late.Now = listed(imgA), Decide(gone).State, t0.Add(proofTTL+2*time.Minute)
+	if out := Decide(late); len(out.Pulls) != 1 {
+		t.Errorf("back after proofTTL: pulls %+v; want a new check", out.Pulls)
+	}
+
+	pinned := listed(imgA)
+	li := pinned[imgA]
+	li.Pinned = true
+	pinned[imgA] = li
+	byOthers := input(withSecret("a", "app"))
+	byOthers.Runtime = pinned
+	if e := entry(t, Decide(byOthers).Status, "a"); e.State != warmv1.ImagePresent {
+		t.Errorf("pinned by someone else: %s; want Present without a pull", e.State)
+	}
+	byWarmer := input(withSecret("a", "app"))
+	byWarmer.Runtime, byWarmer.Pins = pinned, PinView{Mine: map[string]bool{imgA: true}}
+	if out := Decide(byWarmer); len(out.Pulls) != 1 {
+		t.Errorf("pinned by warmer for another entry: pulls %+v; want a check under a's credentials", out.Pulls)
+	}
+}

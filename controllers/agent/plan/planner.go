@@ -132,7 +132,22 @@ type State struct {
 	// warming tallies, per ImageWarm, the pulls done for it since its
 	// last Warmed event.
 	warming map[types.NamespacedName]warmProgress
+	// proofs are the entries' verifications, by entry key, kept for
+	// proofTTL after the entry was last wanted: an ImageWarm that stops
+	// and starts matching the node (a label flapping) finds its proof
+	// again instead of asking the registry.
+	proofs map[string]proof
 }
+
+// proof is what an entry's credentials brought (imageMemory's
+// verifiedID and verifiedDigest), and when the entry was last wanted.
+type proof struct {
+	id, digest string
+	used       time.Time
+}
+
+// proofTTL is how long a proof outlives its entry.
+const proofTTL = time.Hour
 
 // imageMemory is what the agent remembers of one wanted image.
 type imageMemory struct {
@@ -220,8 +235,18 @@ func Decide(in Input) Output {
 	if p.out.State.secrets == nil {
 		p.out.State.secrets = map[types.NamespacedName]string{}
 	}
+	p.out.State.proofs = make(map[string]proof, len(in.State.proofs))
+	for key, pr := range in.State.proofs {
+		if in.Now.Sub(pr.used) < proofTTL {
+			p.out.State.proofs[key] = pr
+		}
+	}
 	for key := range in.Desired.images {
-		p.out.State.images[key] = in.State.images[key]
+		m := in.State.images[key]
+		if pr, ok := p.out.State.proofs[key]; ok && m.verifiedID == "" && m.verifiedDigest == "" {
+			m.verifiedID, m.verifiedDigest = pr.id, pr.digest
+		}
+		p.out.State.images[key] = m
 	}
 	for nn, t := range in.State.warming {
 		if in.Desired.objects[nn] != nil {
@@ -400,6 +425,9 @@ func (p *planner) image(key string, w *wantedImage) (warmv1.NodeImage, bool) {
 	}
 	img.LastTransitionTime = transitionTime(img.State, m.since)
 	p.out.State.images[key] = m
+	if m.verifiedID != "" || m.verifiedDigest != "" {
+		p.out.State.proofs[key] = proof{id: m.verifiedID, digest: m.verifiedDigest, used: p.in.Now}
+	}
 	return img, v.present && !v.inFlight && !v.pending
 }
 
@@ -444,7 +472,7 @@ func (p *planner) view(w *wantedImage, m imageMemory) imageView {
 	v.backOff, v.retryAt = p.backOff(v)
 	v.listing, v.listed = p.in.Runtime.Lookup(w.ref)
 	pendingProof := v.pending && verifies(*last) && last.ImageRef == v.listing.ID
-	v.verified = v.fresh != nil || (v.listed && (m.verifiedAs(v.listing) || pendingProof))
+	v.verified = v.fresh != nil || (v.listed && (m.verifiedAs(v.listing) || pendingProof || p.pinnedByOthers(w, v.listing)))
 	v.present = v.fresh != nil || (v.listed && v.failed == nil && v.verified && (!v.inFlight || m.seen))
 	return v
 }
@@ -465,6 +493,16 @@ func (p *planner) engineView(v *imageView, w *wantedImage, m imageMemory) *pull.
 		v.failed = last
 	}
 	return last
+}
+
+// pinnedByOthers says whether the runtime reports the image pinned by
+// someone other than warmer (its own configuration, as for the sandbox
+// image, or an operator). Such an image counts as present without a pull
+// under the entry's credentials: on containerd a pull replaces the
+// image's labels, and would take their pin away (docs/security.md says
+// what this leaves open).
+func (p *planner) pinnedByOthers(w *wantedImage, listing pull.PresentImage) bool {
+	return listing.Pinned && !p.in.Pins.Mine[w.refKey]
 }
 
 // backOff says whether the entry's last failure holds its next pull
