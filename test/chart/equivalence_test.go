@@ -278,3 +278,27 @@ func TestChartFeaturesOffMatchComponents(t *testing.T) {
 		}
 	}
 }
+
+// TestChartPullSecretsClusterWide checks the chart's two ways of letting
+// the controller read pull secrets against kustomize's: by default the
+// ClusterRole is installed unbound (each namespace opts in), and
+// pullSecrets.readScope=cluster renders what the pull-secrets-cluster-wide
+// component adds, its one ClusterRoleBinding; any other value is refused.
+func TestChartPullSecretsClusterWide(t *testing.T) {
+	const binding = "ClusterRoleBinding/warmer-controller-pull-secrets"
+	if slices.ContainsFunc(helmTemplate(t, namespace), func(o *unstructured.Unstructured) bool { return id(o) == binding }) {
+		t.Errorf("the default chart binds the pull-secret reader cluster-wide; want it unbound")
+	}
+	want := kustomizeWith(t, "default", "components/pull-secrets-cluster-wide")
+	want = slices.DeleteFunc(want, func(o *unstructured.Unstructured) bool {
+		return o.GetKind() == "Namespace" && o.GetName() == namespace
+	})
+	got := helmTemplate(t, namespace, "--set", "pullSecrets.readScope=cluster")
+	compare(t, "config/default with pull-secrets-cluster-wide", want, got)
+	if !slices.ContainsFunc(got, func(o *unstructured.Unstructured) bool { return id(o) == binding }) {
+		t.Errorf("readScope=cluster renders no %s", binding)
+	}
+	if _, err := templateOutput(t, namespace, "--set", "pullSecrets.readScope=everywhere"); err == nil || !strings.Contains(err.Error(), "want namespaces or cluster") {
+		t.Errorf("readScope=everywhere: %v, want the chart to refuse it", err)
+	}
+}
