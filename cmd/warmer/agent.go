@@ -269,7 +269,7 @@ func setupAgent(ctx context.Context, mgr ctrl.Manager, cri *criclient.Client, f 
 	}
 	engine := pullengine.New(cri, opts)
 	a.Engine = engine
-	if err := mgr.Add(engine); err != nil {
+	if err := mgr.Add(loggedEngine{Engine: engine, log: ctrl.Log}); err != nil {
 		return err
 	}
 	if err := a.SetupWithManager(mgr); err != nil {
@@ -305,4 +305,18 @@ func runtimeInfo(cri *criclient.Client) warmv1.RuntimeInfo {
 		info.Name, info.Version = v.RuntimeName, v.RuntimeVersion
 	}
 	return info
+}
+
+// loggedEngine starts the engine with the binary's logger in its context:
+// the manager starts runnables with a context that carries none, and the
+// engine logs every pull (started, pulled, failed, cancelled) through the
+// one it is started with.
+type loggedEngine struct {
+	*pullengine.Engine
+	log logr.Logger
+}
+
+// Start runs the engine until ctx ends.
+func (l loggedEngine) Start(ctx context.Context) error {
+	return l.Engine.Start(logr.NewContext(ctx, l.log))
 }

@@ -5,7 +5,10 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -259,6 +262,61 @@ func TestE2E(t *testing.T) {
 			t.Errorf("node-1 counted %v evictions, want 1", got)
 		}
 	})
+
+	// The built agent's own output, as `kubectl logs` shows it, at the
+	// debug level the fleet runs it with: every pull started, pulled
+	// (with size and duration), failed (with its class) and cancelled.
+	t.Run("the agent's log tells each pull", func(t *testing.T) {
+		for node, want := range map[string][]logWant{
+			"node-1": {{msg: "Pulling image"}, {msg: "Pulled image", keys: []string{"image", "size", "duration"}},
+				{msg: "Failed to pull image", keys: []string{"image", "message"}, reason: "Unauthorized"}},
+			"node-3": {{msg: "Pull cancelled", keys: []string{"image"}}},
+		} {
+			lines := agentLog(t, f.Nodes[node].Agent.LogPath())
+			for _, w := range want {
+				if !slices.ContainsFunc(lines, w.matches) {
+					t.Errorf("%s: no log line %q with %v and reason %q", node, w.msg, w.keys, w.reason)
+				}
+			}
+		}
+	})
+}
+
+// logWant is a log line to find: its message, keys it must have, and a
+// reason if any.
+type logWant struct {
+	msg    string
+	keys   []string
+	reason string
+}
+
+func (w logWant) matches(line map[string]any) bool {
+	if line["msg"] != w.msg || (w.reason != "" && line["reason"] != w.reason) {
+		return false
+	}
+	for _, k := range w.keys {
+		if _, ok := line[k]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// agentLog reads an agent's JSON log lines.
+func agentLog(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []map[string]any
+	for _, l := range strings.Split(string(b), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // backOffEnd is the earliest time the back-off of a failing image on a node
