@@ -19,8 +19,8 @@ func matches(dep, pattern string) bool {
 
 // TestImportRules holds the layout's rules (docs/design.md, Code layout):
 // the planner decides without an API client, a clock or a container
-// runtime; the ImageWarm controller needs neither the agent nor the pull
-// engine; the pull engine and the CRI client hold no Kubernetes API types.
+// runtime; the ImageWarm controller and the pull-secret copier need
+// neither the agent nor the pull engine; the pull engine and the CRI client hold no Kubernetes API types.
 // The compiler would accept a break of any; this test does not.
 func TestImportRules(t *testing.T) {
 	rules := []struct {
@@ -32,6 +32,7 @@ func TestImportRules(t *testing.T) {
 			"k8s.io/cri-api/...", "google.golang.org/grpc/...", module + "pkg/pullengine", module + "pkg/criclient",
 		}},
 		{"controllers/imagewarm", []string{module + "controllers/agent/...", module + "pkg/pullengine/...", module + "pkg/criclient"}},
+		{"controllers/pullsecrets", []string{module + "controllers/agent/...", module + "controllers/imagewarm/...", module + "pkg/pullengine/...", module + "pkg/criclient"}},
 		{"pkg/pullengine", []string{module + "api/...", module + "controllers/...", "sigs.k8s.io/controller-runtime/...",
 			"k8s.io/api/...", "k8s.io/apimachinery/..."}},
 		{"pkg/criclient", []string{module + "api/...", "sigs.k8s.io/controller-runtime/...", "k8s.io/api/...", "k8s.io/apimachinery/..."}},
