@@ -57,7 +57,7 @@ func TestAgentSettingsBackOff(t *testing.T) {
 
 func TestControllerSettings(t *testing.T) {
 	want := []string{"--min-status-interval=300ms", "--leader-elect-lease-duration=1m0s",
-		"--leader-elect-renew-deadline=40s", "--leader-elect-retry-period=5s"}
+		"--leader-elect-renew-deadline=40s", "--leader-elect-retry-period=5s", "--pull-secret-resync=2s"}
 	if got := DefaultController.Flags(); !slices.Equal(got, want) {
 		t.Errorf("DefaultController.Flags() = %q, want %q", got, want)
 	}
