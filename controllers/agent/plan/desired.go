@@ -284,8 +284,11 @@ func (s *Desired) scope(byNamespace map[string]*wantedImage) {
 	}
 }
 
-// fold merges another namespace's node-wide wish into w, as merge does
-// one ImageWarm's.
+// fold merges another wish into w: one ImageWarm's (merge), or another
+// namespace's node-wide one (scope). A suspended wish only counts as
+// wanting the image and pinning it; of the others, one that admitted the
+// node is enough for a pull, and the highest priority, shortest timeout
+// and shortest refresh apply.
 func (w *wantedImage) fold(o *wantedImage) {
 	w.warms = append(w.warms, o.warms...)
 	w.pin = w.pin || o.pin
@@ -305,37 +308,36 @@ func (w *wantedImage) fold(o *wantedImage) {
 	}
 }
 
-// merge folds one ImageWarm's wishes into w. Suspended ImageWarms only
-// count as wanting the image; their priority, timeout, policy and secrets
-// do not apply. One ImageWarm that admitted the node is enough for a
-// pull, with the wishes of all that did not suspend.
+// merge folds one ImageWarm's wishes into w, by the rules of fold: a
+// suspended ImageWarm only counts as wanting the image (and pinning it).
+// Its secrets are kept apart from fold, which merges across namespaces.
 func (w *wantedImage) merge(iw *warmv1.ImageWarm, nn types.NamespacedName, admitted bool) {
-	w.warms = append(w.warms, nn)
-	w.pin = w.pin || iw.Spec.Retention == warmv1.RetentionPinned
 	w.named = w.named || len(iw.Spec.ImagePullSecrets) > 0
-	if iw.Spec.Suspend {
-		return
+	w.warms = append(w.warms, nn)
+	o := wishOf(iw, admitted)
+	w.fold(&o)
+	if !iw.Spec.Suspend {
+		for _, s := range iw.Spec.ImagePullSecrets {
+			w.secrets = append(w.secrets, types.NamespacedName{Namespace: iw.Namespace, Name: s.Name})
+		}
 	}
-	w.waiting = w.waiting && !admitted
-	if w.suspended || iw.Spec.Priority > w.priority {
-		w.priority = iw.Spec.Priority
-	}
-	w.suspended = false
-	if t := iw.Spec.PullTimeout; t != nil && t.Duration > 0 && (w.timeout == 0 || t.Duration < w.timeout) {
-		w.timeout = t.Duration
+}
+
+// wishOf is one ImageWarm's wishes for an image, as an entry of its own
+// (its name aside).
+func wishOf(iw *warmv1.ImageWarm, admitted bool) wantedImage {
+	o := wantedImage{pin: iw.Spec.Retention == warmv1.RetentionPinned,
+		suspended: iw.Spec.Suspend, waiting: !admitted, priority: iw.Spec.Priority}
+	if t := iw.Spec.PullTimeout; t != nil && t.Duration > 0 {
+		o.timeout = t.Duration
 	}
 	if iw.Spec.PullPolicy == warmv1.PullAlways {
-		r := DefaultRefreshInterval
+		o.refresh = DefaultRefreshInterval
 		if iw.Spec.RefreshInterval != nil && iw.Spec.RefreshInterval.Duration > 0 {
-			r = iw.Spec.RefreshInterval.Duration
-		}
-		if w.refresh == 0 || r < w.refresh {
-			w.refresh = r
+			o.refresh = iw.Spec.RefreshInterval.Duration
 		}
 	}
-	for _, s := range iw.Spec.ImagePullSecrets {
-		w.secrets = append(w.secrets, types.NamespacedName{Namespace: iw.Namespace, Name: s.Name})
-	}
+	return o
 }
 
 func (s *Desired) sortLists() {
