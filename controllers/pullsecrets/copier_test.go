@@ -10,7 +10,6 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -40,7 +39,7 @@ func TestCopier(t *testing.T) {
 	if out, err := cp.Kubectl(t, "apply", "-k", filepath.Join(testbed.RepoRoot(t), "config", "rbac")); err != nil {
 		t.Fatalf("applying config/rbac: %v\n%s", err, out)
 	}
-	optIn(t, cp.Client, "team-a")
+	cp.LendPullSecrets(t, "team-a")
 
 	regcred := build.DockerConfigSecret("team-a", "regcred", "reg.example", "alice", "first")
 	regcred.Data["notes"] = []byte("not for the nodes")
@@ -108,7 +107,7 @@ func TestCopier(t *testing.T) {
 		testbed.Eventually(t, 30*time.Second, "rotated copy", wantLogin("team-a", "regcred", "rotated"))
 	})
 	t.Run("a namespace that opts in gets its copy", func(t *testing.T) {
-		optIn(t, cp.Client, "team-b")
+		cp.LendPullSecrets(t, "team-b")
 		testbed.Eventually(t, 30*time.Second, "copy of team-b/regcred", wantLogin("team-b", "regcred", "second"))
 	})
 	t.Run("a stray copy goes", func(t *testing.T) {
@@ -170,15 +169,6 @@ func startCopier(t *testing.T, cfg *rest.Config) {
 		t.Fatal(err)
 	}
 	testbed.RunManager(t, mgr)
-}
-
-func optIn(t *testing.T, c client.Client, namespace string) {
-	t.Helper()
-	create(t, c, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "warmer-pull-secrets"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ReaderRole},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "warmer-controller"}},
-	})
 }
 
 func create(t *testing.T, c client.Client, obj client.Object) {

@@ -13,7 +13,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -52,18 +51,15 @@ func TestRolesSuffice(t *testing.T) {
 
 	ctx := context.Background()
 	auth := fmt.Sprintf(`{"auths":{%q:{"username":%q,"password":%q}}}`, regs.Auth.Host, regs.Auth.Username(), regs.Auth.Password())
+	if err := cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: teamNamespace}}); err != nil {
+		t.Fatal(err)
+	}
+	cp.LendPullSecrets(t, teamNamespace) // the namespace opts in
 	for _, o := range []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: teamNamespace}},
 		&corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: teamNamespace, Name: pullSecret},
 			Type:       corev1.SecretTypeDockerConfigJson,
 			Data:       map[string][]byte{corev1.DockerConfigJsonKey: []byte(auth)},
-		},
-		// The namespace lends its pull secrets to warmer (opt-in).
-		&rbacv1.RoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Namespace: teamNamespace, Name: "warmer-pull-secrets"},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "warmer-controller-pull-secrets"},
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: systemNamespace, Name: "warmer-controller"}},
 		},
 		&warmv1.ImageWarm{
 			ObjectMeta: metav1.ObjectMeta{Namespace: teamNamespace, Name: warmName},
