@@ -77,12 +77,15 @@ func TestLabelFlapAndDeleteMidPull(t *testing.T) {
 	if c := n.Metric(t, "warmer_image_pulls_total", `reason="Canceled"`) - canceledBefore; int(c) != len(bulk) {
 		t.Errorf("%v cancelled pulls counted, want %d", c, len(bulk))
 	}
-	// Each small image is pulled successfully at most once, however often
-	// the label flipped. Fewer is right too: a pull a flip cancelled can
-	// still complete inside containerd (seen in CI), and the next pass then
-	// finds the image present and pulls nothing; presence was checked above.
-	if c := n.Metric(t, "warmer_image_pulls_total", `result="success"`); c < 1 || c > 3 {
-		t.Errorf("%v successful pulls, want 1 to 3 (the small images, at most once each)", c)
+	// However often the label flipped, each small image is fetched once
+	// and verified at most once more: a pull a flip cancelled can still
+	// complete inside containerd (seen in CI), and the image it leaves
+	// carries no proof that the entry's credentials may read it, so the
+	// next pass verifies it with a pull that fetches the manifest only
+	// (docs/design.md, "One pull per image and node"). Fewer successes are
+	// right too: presence was checked above.
+	if c := n.Metric(t, "warmer_image_pulls_total", `result="success"`); c < 1 || c > 2*float64(len(small)) {
+		t.Errorf("%v successful pulls, want 1 to %d (the small images, fetched once and verified at most once each)", c, 2*len(small))
 	}
 	if err := criConsistent(t, n); err != nil {
 		t.Error(err)
