@@ -218,3 +218,13 @@ func TestPullWithoutImageRef(t *testing.T) {
 		t.Fatalf("PullImage = %v, want a failure", err)
 	}
 }
+
+// TestContentStoreNotContainerd: a runtime other than containerd offers
+// no content store, and the error says which runtime it is.
+func TestContentStoreNotContainerd(t *testing.T) {
+	c := connect(t, &fakeRuntime{}, time.Second)
+	_, err := c.ContentStore(context.Background())
+	if !errors.Is(err, ErrNoContentView) || !strings.Contains(err.Error(), "runtime fake 1.0 is not containerd") {
+		t.Fatalf("ContentStore on a fake runtime: %v, want ErrNoContentView naming it", err)
+	}
+}
