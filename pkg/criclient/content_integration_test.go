@@ -124,4 +124,3 @@ func manifestLayers(t *testing.T, store *criclient.ContentStore, host, repo stri
 	}
 	return out
 }
-
