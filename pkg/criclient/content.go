@@ -56,12 +56,15 @@ type Ingest struct {
 	UpdatedAt time.Time
 }
 
-// Blob is one blob the content store holds in full.
+// Blob is one blob the content store holds in full. containerd 1.6 lists
+// blobs without their times; Blob reads them.
 type Blob struct {
-	Digest    string
-	Size      int64
-	UpdatedAt time.Time
-	Labels    map[string]string
+	Digest string
+	Size   int64
+	// CreatedAt is when the blob was committed (its last byte written);
+	// UpdatedAt when its labels last changed.
+	CreatedAt, UpdatedAt time.Time
+	Labels               map[string]string
 }
 
 // ContentStore reads containerd's content store in the CRI plugin's
@@ -239,7 +242,8 @@ func (s *ContentStore) Read(ctx context.Context, digest string, limit int64) ([]
 }
 
 func blobOf(info *contentapi.Info) Blob {
-	return Blob{Digest: info.GetDigest(), Size: info.GetSize(), UpdatedAt: asTime(info.GetUpdatedAt()), Labels: info.GetLabels()}
+	return Blob{Digest: info.GetDigest(), Size: info.GetSize(), CreatedAt: asTime(info.GetCreatedAt()),
+		UpdatedAt: asTime(info.GetUpdatedAt()), Labels: info.GetLabels()}
 }
 
 func asTime(ts *timestamppb.Timestamp) time.Time {

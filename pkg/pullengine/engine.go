@@ -30,6 +30,10 @@ type Engine struct {
 	provider CredentialProvider
 	timeout  time.Duration
 	metrics  *metrics
+	// content, watchEvery and stall: see Options.Content.
+	content    ContentView
+	watchEvery time.Duration
+	stall      time.Duration
 
 	mu      sync.Mutex
 	wake    *sync.Cond // signalled when the queue grows or the engine stops
@@ -57,6 +61,7 @@ func New(svc ImageService, opts Options) *Engine {
 		provider: opts.Credentials,
 		timeout:  opts.PullTimeout,
 		metrics:  newMetrics(opts.Registerer),
+		content:  opts.Content, watchEvery: opts.ProgressInterval, stall: opts.StallTimeout,
 		jobs:     map[string]*job{},
 		repos:    map[string]*repo{},
 		last:     map[string]Result{},
@@ -88,6 +93,11 @@ func (e *Engine) Start(ctx context.Context) error {
 		e.mu.Unlock()
 	})
 	defer stop()
+	if e.content != nil {
+		watching := make(chan struct{})
+		go func() { defer close(watching); e.watch(ctx) }()
+		defer func() { <-watching }()
+	}
 	e.puller.Run(e.next)
 	return nil
 }

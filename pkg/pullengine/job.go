@@ -19,6 +19,15 @@ var (
 	errTimedOut  = errors.New("pull timed out")
 )
 
+// stalled is the cause of a pull cancelled because its bytes stopped
+// moving; it carries what the message says.
+type stalled struct {
+	after    time.Duration
+	progress pull.Progress
+}
+
+func (s stalled) Error() string { return "pull stalled" }
+
 // job is one image's pull, from queueing to its result. Its fields are
 // guarded by Engine.mu, except that run owns the running job's pull.
 type job struct {
@@ -38,6 +47,12 @@ type job struct {
 	// successor is queued when this job finishes: the image was wanted
 	// again while its cancelled pull was still stopping.
 	successor *job
+	// startedAt is when its pull started (zero before); progress is the
+	// watcher's last reading of it (progress.go).
+	startedAt time.Time
+	progress  *pull.Progress
+	// track is the watcher's own, touched by its goroutine alone.
+	track *track
 }
 
 func (e *Engine) newJob(ref imageref.Reference, req Request, creds []Credential, bkey string) *job {
@@ -57,6 +72,10 @@ func (j *job) status() Status {
 	s := Status{Image: j.ref.Original(), Ref: j.ref.String(), State: pull.StateQueued, Tag: j.tag}
 	if j.running {
 		s.State = pull.StatePulling
+	}
+	if j.progress != nil {
+		p := *j.progress
+		s.Progress = &p
 	}
 	return s
 }
@@ -79,6 +98,9 @@ func (e *Engine) run(ctx context.Context, j *job, siblings []string) {
 	e.metrics.pullsInFlight.Inc()
 	e.listener.PullStarted(j.ref, j.tag)
 	start := e.clock.Now()
+	e.mu.Lock()
+	j.startedAt = start
+	e.mu.Unlock()
 	res := e.pull(ctx, j)
 	res.Duration = e.clock.Since(start)
 	// Stopped before the result is published: a timeout must not fire
@@ -168,6 +190,10 @@ func (e *Engine) failure(ctx context.Context, j *job, creds []Credential, err er
 			return pull.ClassTimeout, fmt.Sprintf("pull did not finish within %s", j.timeout), err
 		case errors.Is(cause, errNotWanted):
 			return pull.ClassCanceled, "pull cancelled: image no longer wanted", err
+		case errors.As(cause, new(stalled)):
+			var s stalled
+			errors.As(cause, &s)
+			return pull.ClassStalled, s.message(), err
 		default:
 			return pull.ClassCanceled, "pull cancelled: agent stopping", err
 		}

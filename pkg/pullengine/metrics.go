@@ -58,6 +58,8 @@ type metrics struct {
 	pullsQueued   prometheus.Gauge
 	pullBackOffs  *prometheus.CounterVec
 	pulledBytes   prometheus.Counter
+	fetchedBytes  prometheus.Counter
+	throughput    prometheus.Gauge
 }
 
 // newMetrics makes an engine's metrics and registers them on reg, unless
@@ -92,6 +94,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "warmer_image_pulled_bytes_total",
 			Help: "Sum of the sizes the runtime reports for successfully pulled images.",
 		}),
+		fetchedBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "warmer_image_fetched_bytes_total",
+			Help: "Compressed bytes the agent's pulls fetched from registries, as the runtime's content store shows them arrive (containerd only).",
+		}),
+		throughput: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "warmer_image_pull_throughput_bytes_per_second",
+			Help: "Compressed bytes a second the agent's pulls under way fetch together, smoothed over a few seconds (containerd only).",
+		}),
 	}
 	if reg == nil {
 		return m
@@ -102,6 +112,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.pullsQueued = promreg.Register(reg, m.pullsQueued)
 	m.pullBackOffs = promreg.Register(reg, m.pullBackOffs)
 	m.pulledBytes = promreg.Register(reg, m.pulledBytes)
+	m.fetchedBytes = promreg.Register(reg, m.fetchedBytes)
+	m.throughput = promreg.Register(reg, m.throughput)
 	return m
 }
 

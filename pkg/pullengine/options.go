@@ -12,6 +12,14 @@ import (
 // It is generous because multi-gigabyte images on slow links are real.
 const DefaultPullTimeout = 30 * time.Minute
 
+// DefaultProgressInterval is how often the content store is read while
+// pulls run.
+const DefaultProgressInterval = time.Second
+
+// DefaultStallTimeout is the agent's stall timeout: long enough for a
+// registry that pauses between layers, far shorter than the pull timeout.
+const DefaultStallTimeout = 2 * time.Minute
+
 // Options configure an Engine. The zero value is usable; see each field
 // for its default.
 type Options struct {
@@ -58,6 +66,18 @@ type Options struct {
 	// plugins) for each pull, tried after the request's keyring; nil
 	// means none.
 	Credentials CredentialProvider
+	// Content is the runtime's content store, read to follow the bytes
+	// of pulls under way (Status.Progress) and to catch stalled ones; nil
+	// means no view: no progress, no stall detection.
+	Content ContentView
+	// ProgressInterval is how often Content is read while pulls run; 0
+	// means 1s.
+	ProgressInterval time.Duration
+	// StallTimeout cancels a pull whose bytes have not moved for this
+	// long, with class Stalled; 0 means never. Only a pull whose manifest
+	// Content shows can stall: before that the engine does not know what
+	// it fetches, and PullTimeout alone bounds it.
+	StallTimeout time.Duration
 	// Listener hears about pulls; nil means nobody.
 	Listener Listener
 	// Registerer is where the engine's metrics are registered (the agent
@@ -77,6 +97,7 @@ func (o Options) withDefaults() Options {
 	o.BackOffMax = orDefault(o.BackOffMax, DefaultBackOffMax)
 	o.PullTimeout = orDefault(o.PullTimeout, DefaultPullTimeout)
 	o.DiskCheckInterval = orDefault(o.DiskCheckInterval, DefaultDiskCheckInterval)
+	o.ProgressInterval = orDefault(o.ProgressInterval, DefaultProgressInterval)
 	if o.DiskThresholdPercent <= 0 {
 		o.DiskThresholdPercent = DefaultDiskThresholdPercent
 	}

@@ -29,6 +29,10 @@ const (
 	ClassSignatureValidationFailed Class = "SignatureValidationFailed"
 	// ClassTimeout: the per-pull timeout (or a runtime deadline) expired.
 	ClassTimeout Class = "Timeout"
+	// ClassStalled: the pull's bytes stopped moving for longer than the
+	// engine's stall timeout (a registry that holds the connection), and
+	// the engine cancelled it.
+	ClassStalled Class = "Stalled"
 	// ClassDiskPressure: the image filesystem is too full to start a pull,
 	// or the runtime ran out of space.
 	ClassDiskPressure Class = "DiskPressure"
@@ -51,7 +55,7 @@ func Classes() []Class {
 	return []Class{
 		ClassInvalidImageName, ClassRegistryUnavailable, ClassRateLimited,
 		ClassUnauthorized, ClassNotFound, ClassNoMatchingPlatform,
-		ClassSignatureValidationFailed, ClassTimeout, ClassDiskPressure,
+		ClassSignatureValidationFailed, ClassTimeout, ClassStalled, ClassDiskPressure,
 		ClassCredentialProviderFailed, ClassErrImagePull, ClassCanceled,
 	}
 }

@@ -64,4 +64,8 @@ type Status struct {
 	Last *Result
 	// Tag is the Tag of the job queued or running, else of Last.
 	Tag string
+	// Progress is how far a pull under way has come; nil when the engine
+	// has no view of the runtime's content store, or has not read it
+	// since the pull started.
+	Progress *Progress
 }

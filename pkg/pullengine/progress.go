@@ -1,0 +1,206 @@
+package pullengine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/warmer-dev/warmer/pkg/criclient"
+	"github.com/warmer-dev/warmer/pkg/imageref"
+	"github.com/warmer-dev/warmer/pkg/pullengine/pull"
+)
+
+// ContentView is what the engine reads of the runtime's content store to
+// follow its pulls' bytes: CRI says nothing of a pull until it ends.
+// *criclient.ContentStore implements it.
+type ContentView interface {
+	// Ingests lists the blobs being written.
+	Ingests(ctx context.Context) ([]criclient.Ingest, error)
+	// Manifests lists the manifests fetched from repo of host.
+	Manifests(ctx context.Context, host, repo string) ([]criclient.Blob, error)
+	// Blob describes a blob held in full; false when none is.
+	Blob(ctx context.Context, digest string) (criclient.Blob, bool, error)
+	// Read returns a blob of at most limit bytes.
+	Read(ctx context.Context, digest string, limit int64) ([]byte, error)
+}
+
+// maxManifestBytes bounds the manifest read: the registries' own limit
+// for manifests is 4 MiB.
+const maxManifestBytes = 4 << 20
+
+// rateWeight is the share of the newest reading in the smoothed rate.
+const rateWeight = 0.3
+
+// track follows one pull's bytes. It belongs to the engine's watcher
+// goroutine; what readers see is the Progress it copies out.
+type track struct {
+	ref     imageref.Reference
+	started time.Time
+	// manifest is the pull's manifest once found, and blobs what it
+	// names: config first, then layers.
+	manifest string
+	blobs    []blobSize
+	held     map[string]bool // blobs the store holds in full
+	p        pull.Progress
+	readAt   time.Time // of the last reading that counted bytes
+	// fetched counts the bytes that came over the wire for this pull:
+	// blobs committed since it started, and what the ingests of the
+	// others have written. counted is how much of it the metrics have.
+	fetched, counted int64
+	// committed is the size of the blobs committed since the pull
+	// started.
+	committed int64
+}
+
+type blobSize struct {
+	digest string
+	size   int64
+}
+
+func newTrack(ref imageref.Reference, started time.Time) *track {
+	return &track{ref: ref, started: started, held: map[string]bool{}, p: pull.Progress{MovedAt: started}}
+}
+
+// update takes one reading: it finds the pull's manifest while unknown,
+// then counts the bytes of its blobs, held or being written (ingests).
+// An error leaves the progress as it was.
+func (t *track) update(ctx context.Context, view ContentView, ingests []criclient.Ingest, now time.Time) error {
+	if t.manifest == "" {
+		if err := t.findManifest(ctx, view); err != nil || t.manifest == "" {
+			return err
+		}
+	}
+	writing := make(map[string]int64, len(ingests))
+	for _, in := range ingests {
+		writing[in.Digest] = in.Offset
+	}
+	var done, writ int64
+	for _, b := range t.blobs {
+		n, ingest, err := t.bytesOf(ctx, view, b, writing)
+		if err != nil {
+			return err
+		}
+		done += n
+		if ingest {
+			writ += n
+		}
+	}
+	t.count(done, now)
+	t.fetched = t.committed + writ
+	return nil
+}
+
+// bytesOf is how much of b is in: all of it once held, else what its
+// ingest has written (ingest set).
+func (t *track) bytesOf(ctx context.Context, view ContentView, b blobSize, writing map[string]int64) (n int64, ingest bool, err error) {
+	if t.held[b.digest] {
+		return b.size, false, nil
+	}
+	if n, ok := writing[b.digest]; ok {
+		return min(n, b.size), true, nil
+	}
+	info, ok, err := view.Blob(ctx, b.digest)
+	if err != nil || !ok {
+		return 0, false, err
+	}
+	t.held[b.digest] = true
+	if !info.CreatedAt.Before(t.started) {
+		t.committed += b.size
+	}
+	return b.size, false, nil
+}
+
+// newlyFetched returns the bytes fetched since it was last called.
+func (t *track) newlyFetched() int64 {
+	d := t.fetched - t.counted
+	if d <= 0 {
+		return 0
+	}
+	t.counted = t.fetched
+	return d
+}
+
+// count records a reading of done bytes at now.
+func (t *track) count(done int64, now time.Time) {
+	if done > t.p.Done {
+		t.p.MovedAt = now
+	}
+	if t.p.Known && now.After(t.readAt) {
+		inst := float64(done-t.p.Done) / now.Sub(t.readAt).Seconds()
+		if t.p.Rate == 0 {
+			t.p.Rate = max(inst, 0)
+		} else {
+			t.p.Rate = max((1-rateWeight)*t.p.Rate+rateWeight*inst, 0)
+		}
+	}
+	t.p.Known, t.p.Done, t.readAt = true, done, now
+}
+
+// findManifest looks for the pull's manifest among those of its
+// repository: the one of its digest when pulled by digest, else the one
+// labelled most recently since the pull started (containerd labels a
+// manifest with its source each time a pull fetches or finds it). The
+// engine pulls one image of a repository at a time, so no other of its
+// pulls labels the repository's manifests meanwhile; a kubelet pull of
+// another tag of the same repository at the same moment could.
+func (t *track) findManifest(ctx context.Context, view ContentView) error {
+	ms, err := view.Manifests(ctx, t.ref.Domain(), t.ref.Path())
+	if err != nil {
+		return err
+	}
+	var pick criclient.Blob
+	for _, m := range ms {
+		if m.UpdatedAt.Before(t.started) {
+			continue
+		}
+		if m.Digest == t.ref.Digest() || pick.Digest == "" || m.UpdatedAt.After(pick.UpdatedAt) {
+			pick = m
+		}
+		if m.Digest == t.ref.Digest() {
+			break
+		}
+	}
+	if pick.Digest == "" {
+		return nil
+	}
+	raw, err := view.Read(ctx, pick.Digest, maxManifestBytes)
+	if err != nil {
+		return err
+	}
+	blobs, err := manifestBlobs(raw)
+	if err != nil {
+		return fmt.Errorf("manifest %s: %w", pick.Digest, err)
+	}
+	t.manifest, t.blobs = pick.Digest, blobs
+	for _, b := range blobs {
+		t.p.Total += b.size
+	}
+	return nil
+}
+
+// manifestBlobs reads the config and layers an image manifest (Docker's
+// schema 2 or OCI's) names.
+func manifestBlobs(raw []byte) ([]blobSize, error) {
+	var m struct {
+		Config struct {
+			Digest string `json:"digest"`
+			Size   int64  `json:"size"`
+		} `json:"config"`
+		Layers []struct {
+			Digest string `json:"digest"`
+			Size   int64  `json:"size"`
+		} `json:"layers"`
+	}
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	if m.Config.Digest == "" {
+		return nil, fmt.Errorf("names no config")
+	}
+	out := []blobSize{{m.Config.Digest, m.Config.Size}}
+	for _, l := range m.Layers {
+		out = append(out, blobSize{l.Digest, l.Size})
+	}
+	return out, nil
+}
