@@ -107,6 +107,9 @@ const (
 	ConditionDiskPressure = "DiskPressure"
 	// ConditionPinning says whether the images asked to be pinned are.
 	ConditionPinning = "Pinning"
+	// ConditionPullProgress says whether the agent sees the bytes of the
+	// pulls under way (images[].progress, stalled pulls caught).
+	ConditionPullProgress = "PullProgress"
 	// ConditionStartupTaint says where the node's startup taint stands:
 	// True while the agent holds it, False once it is gone. Nodes that
 	// never carried it have no such condition.
@@ -152,6 +155,16 @@ const (
 	ReasonPinned = "Pinned"
 	// ReasonNothingToPin: the runtime can pin; nothing asks for it.
 	ReasonNothingToPin = "NothingToPin"
+)
+
+// Reasons of the NodeWarm's PullProgress condition.
+const (
+	// ReasonContentStoreRead: the agent reads the runtime's content store.
+	ReasonContentStoreRead = "ContentStoreRead"
+	// ReasonNoContentView: the runtime offers no view of its pulls' bytes
+	// (not containerd, or its content API does not answer); pulls go on
+	// without progress and stall detection.
+	ReasonNoContentView = "NoContentView"
 )
 
 // Reasons of the NodeWarm's StartupTaint condition.
@@ -231,6 +244,9 @@ const (
 	ReasonSignatureValidationFailed = "SignatureValidationFailed"
 	// ReasonTimeout: the pull timeout (or a runtime deadline) expired.
 	ReasonTimeout = "Timeout"
+	// ReasonStalled: the pull's bytes stopped moving for the agent's
+	// --pull-stall-timeout, and the agent cancelled it.
+	ReasonStalled = "Stalled"
 	// ReasonDiskPressure: the image filesystem is too full to start a
 	// pull, or the runtime ran out of space.
 	ReasonDiskPressure = "DiskPressure"
@@ -248,6 +264,6 @@ const (
 var PullFailureReasons = []string{
 	ReasonInvalidImageName, ReasonRegistryUnavailable, ReasonRateLimited,
 	ReasonUnauthorized, ReasonNotFound, ReasonNoMatchingPlatform,
-	ReasonSignatureValidationFailed, ReasonTimeout, ReasonDiskPressure,
+	ReasonSignatureValidationFailed, ReasonTimeout, ReasonStalled, ReasonDiskPressure,
 	ReasonCredentialProviderFailed, ReasonErrImagePull, ReasonCanceled,
 }

@@ -149,6 +149,33 @@ type NodeImage struct {
 	// +kubebuilder:validation:items:Minimum=0
 	// +kubebuilder:validation:items:Maximum=511
 	Warms []int32 `json:"warms,omitempty"`
+	// progress is how far the image's pull has come, on a Pulling image
+	// whose bytes the agent can see (containerd; the PullProgress
+	// condition says when it cannot).
+	// +optional
+	Progress *PullProgress `json:"progress,omitempty"`
+}
+
+// PullProgress is how far pulls under way have come, in compressed bytes
+// of image configs and layers, as the runtime's content store shows them.
+// Blobs the node held before a pull count as done. It is written at the
+// status pacing: a change of bytes alone waits for the agent's
+// --pull-progress-interval.
+type PullProgress struct {
+	// bytesDone is how many of bytesTotal the node has.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	BytesDone int64 `json:"bytesDone"`
+	// bytesTotal is the compressed size of the images' configs and
+	// layers.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	BytesTotal int64 `json:"bytesTotal"`
+	// secondsLeft estimates the time left at the recent rate; absent
+	// while there is no rate to go by (nothing arrived lately).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	SecondsLeft *int64 `json:"secondsLeft,omitempty"`
 }
 
 // NodeWarmStatus is one node agent's report.
@@ -200,6 +227,17 @@ type NodeWarmStatus struct {
 	// failed is the number of wanted images whose last pull failed.
 	// +optional
 	Failed int32 `json:"failed"`
+	// pullProgress sums the progress of the images being pulled (those
+	// with progress), with the time left for all of them at their
+	// combined rate.
+	// +optional
+	PullProgress *PullProgress `json:"pullProgress,omitempty"`
+	// progress says pullProgress for people, e.g. "412 MiB of 1.2 GiB
+	// (33%), 2m left"; empty when nothing is being pulled that the agent
+	// can see into.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Progress string `json:"progress,omitempty"`
 }
 
 // NodeWarm is one node agent's report of the images it keeps. Its name is the
@@ -214,6 +252,7 @@ type NodeWarmStatus struct {
 // +kubebuilder:printcolumn:name="Present",type=integer,JSONPath=`.status.present`,description="Wanted images the runtime has"
 // +kubebuilder:printcolumn:name="Pulling",type=integer,JSONPath=`.status.pulling`,description="Wanted images being pulled or queued"
 // +kubebuilder:printcolumn:name="Failed",type=integer,JSONPath=`.status.failed`,description="Wanted images whose last pull failed"
+// +kubebuilder:printcolumn:name="Progress",type=string,JSONPath=`.status.progress`,description="Bytes of the pulls under way, and the time left"
 // +kubebuilder:printcolumn:name="Runtime",type=string,JSONPath=`.status.runtime.version`,priority=1,description="Container runtime version"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type NodeWarm struct {
