@@ -107,8 +107,10 @@ const (
 	ConditionDiskPressure = "DiskPressure"
 	// ConditionPinning says whether the images asked to be pinned are.
 	ConditionPinning = "Pinning"
-	// ConditionPullProgress says whether the agent sees the bytes of the
-	// pulls under way (images[].progress, stalled pulls caught).
+	// ConditionPullProgress is on a NodeWarm only while the agent cannot
+	// see the bytes of the pulls under way (status False, reason
+	// ReasonNoContentView): no images[].progress, no stalled pulls
+	// caught.
 	ConditionPullProgress = "PullProgress"
 	// ConditionStartupTaint says where the node's startup taint stands:
 	// True while the agent holds it, False once it is gone. Nodes that
@@ -159,8 +161,6 @@ const (
 
 // Reasons of the NodeWarm's PullProgress condition.
 const (
-	// ReasonContentStoreRead: the agent reads the runtime's content store.
-	ReasonContentStoreRead = "ContentStoreRead"
 	// ReasonNoContentView: the runtime offers no view of its pulls' bytes
 	// (not containerd, or its content API does not answer); pulls go on
 	// without progress and stall detection.

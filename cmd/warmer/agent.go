@@ -50,10 +50,12 @@ type agentFlags struct {
 	perImageEvents   bool
 	statusBurst      int
 	progressInterval time.Duration
-	kubelet          kubeletFlags
-	startupTaint     string
-	taintDeadline    time.Duration
-	credProviders    credentialProviderFlags
+	// bytesInterval and stallTimeout: pulls' bytes (content store).
+	bytesInterval, stallTimeout time.Duration
+	kubelet                     kubeletFlags
+	startupTaint                string
+	taintDeadline               time.Duration
+	credProviders               credentialProviderFlags
 }
 
 func (f *agentFlags) bind(fs *pflag.FlagSet) {
@@ -74,6 +76,8 @@ func (f *agentFlags) bind(fs *pflag.FlagSet) {
 	fs.Float64Var(&f.statusQPS, "status-update-qps", 0.5, "Token bucket rate of NodeWarm status writes.")
 	fs.IntVar(&f.statusBurst, "status-update-burst", 5, "Token bucket size of NodeWarm status writes.")
 	fs.DurationVar(&f.progressInterval, "status-progress-interval", 2*time.Second, "How long a change waits before it is written while pulls are under way (and the least time between two such writes); a settled result is written at once.")
+	fs.DurationVar(&f.bytesInterval, "pull-progress-interval", 30*time.Second, "Least time between two NodeWarm writes for which only the bytes of pulls under way moved (images[].progress, the Progress column); 0 writes bytes only along with other changes.")
+	fs.DurationVar(&f.stallTimeout, "pull-stall-timeout", pullengine.DefaultStallTimeout, "Cancel a pull whose bytes have not moved for this long (a registry that holds the connection), with reason Stalled and the usual back-off; 0 never does. At least 10s. Needs containerd's content store (the NodeWarm's PullProgress condition says when it cannot be read).")
 	fs.BoolVar(&f.perImageEvents, "per-image-events", false, "Also record the kubelet's Pulling and Pulled events for every image (two events per image per node), besides one Warmed event per ImageWarm.")
 	fs.StringVar(&f.startupTaint, "startup-taint", agent.DefaultStartupTaintKey, "Key of the taint a node may register with to take no Pods until its images are warm: the agent removes it from its node once every ImageWarm with startupTaint that selects the node is warm there. Empty: the agent never touches its node's taints.")
 	fs.DurationVar(&f.taintDeadline, "startup-taint-deadline", agent.DefaultStartupTaintDeadline, "Longest a node keeps the --startup-taint after it registered: then the agent removes it, warm or not, with a Warning event.")
@@ -105,6 +109,9 @@ func (f *agentFlags) validate() error {
 	if err := f.validateDisk(); err != nil {
 		return err
 	}
+	if err := f.validateBytes(); err != nil {
+		return err
+	}
 	if err := f.kubelet.validate(); err != nil {
 		return err
 	}
@@ -117,6 +124,17 @@ func (f *agentFlags) validate() error {
 		if err := positive(name, d); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// validateBytes checks the flags of pulls' bytes: 0 turns each off.
+func (f *agentFlags) validateBytes() error {
+	switch {
+	case f.stallTimeout != 0 && f.stallTimeout < 10*time.Second:
+		return usagef("--pull-stall-timeout must be 0 (off) or at least 10s, got %v", f.stallTimeout)
+	case f.bytesInterval < 0:
+		return usagef("--pull-progress-interval must be 0 (off) or positive, got %v", f.bytesInterval)
 	}
 	return nil
 }
@@ -235,6 +253,8 @@ func setupAgent(ctx context.Context, mgr ctrl.Manager, cri *criclient.Client, f 
 		StatusLimiter:    flowcontrol.NewTokenBucketRateLimiter(float32(f.statusQPS), f.statusBurst),
 		ProgressInterval: f.progressInterval,
 		PerImageEvents:   f.perImageEvents,
+		// Bytes alone are written at most this often.
+		PullProgressInterval: f.bytesInterval,
 		// An image the node keeps removing is pulled again no more often
 		// than a failing one.
 		EvictionBackOffInitial: f.backOffInitial,
@@ -262,7 +282,9 @@ func setupAgent(ctx context.Context, mgr ctrl.Manager, cri *criclient.Client, f 
 		Listener:             a.Listener(),
 		Registerer:           ctrlmetrics.Registry,
 		Clock:                binaryClock,
+		StallTimeout:         f.stallTimeout,
 	}
+	setContent(ctx, a, &opts, cri)
 	if ps := f.credProviders.loaded; ps != nil {
 		opts.Credentials, a.CredentialProviders = ps, ps.Names()
 		f.credProviders.logProviders()
@@ -285,6 +307,19 @@ func setupAgent(ctx context.Context, mgr ctrl.Manager, cri *criclient.Client, f 
 		_, err := cri.Version(ctx)
 		return err
 	})
+}
+
+// setContent gives the engine the runtime's content store, to follow the
+// bytes of pulls, or tells the agent why there is none: pulls go on
+// without progress or stall detection.
+func setContent(ctx context.Context, a *agent.NodeAgent, opts *pullengine.Options, cri *criclient.Client) {
+	store, err := cri.ContentStore(ctx)
+	if err != nil {
+		a.ContentUnable = err.Error()
+		ctrl.Log.Info("The bytes of pulls cannot be seen on this node", "reason", err.Error())
+		return
+	}
+	opts.Content = store
 }
 
 // setPinner gives the agent the runtime's pinner, or the reason there is

@@ -82,6 +82,13 @@ type NodeAgent struct {
 	// ProgressInterval is the least time between two NodeWarm writes while
 	// pulls are under way; a settled result is written at once.
 	ProgressInterval time.Duration
+	// PullProgressInterval is the least time between two NodeWarm writes
+	// for which only the bytes of pulls under way moved; 0: such a change
+	// is not written alone.
+	PullProgressInterval time.Duration
+	// ContentUnable says why the engine cannot see the bytes of pulls (no
+	// content store); empty when it can.
+	ContentUnable string
 	// PerImageEvents adds the kubelet's Pulling and Pulled events for every
 	// image to the one Warmed event per ImageWarm (see events.go).
 	PerImageEvents bool
@@ -294,7 +301,7 @@ func (a *NodeAgent) gather(ctx context.Context, nw *warmv1.NodeWarm, desired pla
 		Started: started, Results: results, Disk: a.Engine.DiskUsage(ctx),
 		Conditions: nw.Status.Conditions, RuntimeInfo: a.Runtime, CredentialProviders: a.CredentialProviders, Resync: a.ResyncPeriod,
 		PerImageEvents: a.PerImageEvents, State: a.carry.plan,
-		Pins:            a.pinView(ctx),
+		Pins: a.pinView(ctx), ContentUnable: a.ContentUnable,
 		EvictionBackOff: plan.BackOff{Initial: a.EvictionBackOffInitial, Max: a.EvictionBackOffMax},
 	}, nil
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	contentapi "github.com/containerd/containerd/api/services/content/v1"
+
+	"github.com/warmer-dev/warmer/pkg/criclient/content"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -44,28 +46,12 @@ const (
 // write.
 var ErrNoContentView = errors.New("the container runtime offers no view of its pulls' bytes")
 
-// Ingest is one blob being written into the content store.
-type Ingest struct {
-	// Digest is the blob's expected digest ("sha256:..."); empty when the
-	// writer did not say.
-	Digest string
-	// Offset is how many bytes are written; Total how many are expected
-	// (0 when unknown).
-	Offset, Total int64
-	// UpdatedAt is when bytes were last written.
-	UpdatedAt time.Time
-}
-
-// Blob is one blob the content store holds in full. containerd 1.6 lists
-// blobs without their times; Blob reads them.
-type Blob struct {
-	Digest string
-	Size   int64
-	// CreatedAt is when the blob was committed (its last byte written);
-	// UpdatedAt when its labels last changed.
-	CreatedAt, UpdatedAt time.Time
-	Labels               map[string]string
-}
+// Ingest and Blob are what the store shows (package content, which the
+// pull engine reads without this client).
+type (
+	Ingest = content.Ingest
+	Blob   = content.Blob
+)
 
 // ContentStore reads containerd's content store in the CRI plugin's
 // namespace. It is safe for concurrent use.

@@ -62,10 +62,10 @@ func New(svc ImageService, opts Options) *Engine {
 		timeout:  opts.PullTimeout,
 		metrics:  newMetrics(opts.Registerer),
 		content:  opts.Content, watchEvery: opts.ProgressInterval, stall: opts.StallTimeout,
-		jobs:     map[string]*job{},
-		repos:    map[string]*repo{},
-		last:     map[string]Result{},
-		log:      logr.Discard(),
+		jobs:  map[string]*job{},
+		repos: map[string]*repo{},
+		last:  map[string]Result{},
+		log:   logr.Discard(),
 	}
 	e.guard = &diskGuard{svc: svc, threshold: opts.DiskThresholdPercent, interval: opts.DiskCheckInterval,
 		clock: opts.Clock, statfs: opts.statfs, fs: opts.ImageFs, holdUnknown: opts.HoldWhenLevelUnknown}

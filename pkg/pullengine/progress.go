@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/warmer-dev/warmer/pkg/criclient"
+	"github.com/warmer-dev/warmer/pkg/criclient/content"
 	"github.com/warmer-dev/warmer/pkg/imageref"
 	"github.com/warmer-dev/warmer/pkg/pullengine/pull"
 )
@@ -16,11 +16,11 @@ import (
 // *criclient.ContentStore implements it.
 type ContentView interface {
 	// Ingests lists the blobs being written.
-	Ingests(ctx context.Context) ([]criclient.Ingest, error)
+	Ingests(ctx context.Context) ([]content.Ingest, error)
 	// Manifests lists the manifests fetched from repo of host.
-	Manifests(ctx context.Context, host, repo string) ([]criclient.Blob, error)
+	Manifests(ctx context.Context, host, repo string) ([]content.Blob, error)
 	// Blob describes a blob held in full; false when none is.
-	Blob(ctx context.Context, digest string) (criclient.Blob, bool, error)
+	Blob(ctx context.Context, digest string) (content.Blob, bool, error)
 	// Read returns a blob of at most limit bytes.
 	Read(ctx context.Context, digest string, limit int64) ([]byte, error)
 }
@@ -65,7 +65,7 @@ func newTrack(ref imageref.Reference, started time.Time) *track {
 // update takes one reading: it finds the pull's manifest while unknown,
 // then counts the bytes of its blobs, held or being written (ingests).
 // An error leaves the progress as it was.
-func (t *track) update(ctx context.Context, view ContentView, ingests []criclient.Ingest, now time.Time) error {
+func (t *track) update(ctx context.Context, view ContentView, ingests []content.Ingest, now time.Time) error {
 	if t.manifest == "" {
 		if err := t.findManifest(ctx, view); err != nil || t.manifest == "" {
 			return err
@@ -149,7 +149,7 @@ func (t *track) findManifest(ctx context.Context, view ContentView) error {
 	if err != nil {
 		return err
 	}
-	var pick criclient.Blob
+	var pick content.Blob
 	for _, m := range ms {
 		if m.UpdatedAt.Before(t.started) {
 			continue

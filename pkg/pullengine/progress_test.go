@@ -9,7 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/warmer-dev/warmer/pkg/criclient"
+	"github.com/warmer-dev/warmer/pkg/criclient/content"
 	"github.com/warmer-dev/warmer/pkg/pullengine/pull"
 )
 
@@ -19,29 +19,29 @@ import (
 // The real store is read in the bed's tests (bed_integration_test.go).
 type fakeContent struct {
 	mu        sync.Mutex
-	manifests []criclient.Blob // of the one repository the test pulls
+	manifests []content.Blob // of the one repository the test pulls
 	raw       map[string]string
-	held      map[string]criclient.Blob
+	held      map[string]content.Blob
 	ingests   map[string]int64
 }
 
-func (f *fakeContent) Ingests(context.Context) ([]criclient.Ingest, error) {
+func (f *fakeContent) Ingests(context.Context) ([]content.Ingest, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []criclient.Ingest
+	var out []content.Ingest
 	for d, n := range f.ingests {
-		out = append(out, criclient.Ingest{Digest: d, Offset: n})
+		out = append(out, content.Ingest{Digest: d, Offset: n})
 	}
 	return out, nil
 }
 
-func (f *fakeContent) Manifests(context.Context, string, string) ([]criclient.Blob, error) {
+func (f *fakeContent) Manifests(context.Context, string, string) ([]content.Blob, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.manifests, nil
 }
 
-func (f *fakeContent) Blob(_ context.Context, d string) (criclient.Blob, bool, error) {
+func (f *fakeContent) Blob(_ context.Context, d string) (content.Blob, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	b, ok := f.held[d]
@@ -68,13 +68,13 @@ const (
 // pull) and layers of 1000 and 500 bytes (not held), labelled at labelled.
 func newFakeContent(labelled time.Time) *fakeContent {
 	return &fakeContent{
-		manifests: []criclient.Blob{
+		manifests: []content.Blob{
 			{Digest: "sha256:old", UpdatedAt: labelled.Add(-time.Hour)},
 			{Digest: "sha256:m", UpdatedAt: labelled},
 		},
 		raw: map[string]string{"sha256:m": `{"config":{"digest":"` + cfgDigest + `","size":10},"layers":[` +
 			`{"digest":"` + l1Digest + `","size":1000},{"digest":"` + l2Digest + `","size":500}]}`},
-		held:    map[string]criclient.Blob{cfgDigest: {Digest: cfgDigest, Size: 10, CreatedAt: labelled.Add(-time.Hour)}},
+		held:    map[string]content.Blob{cfgDigest: {Digest: cfgDigest, Size: 10, CreatedAt: labelled.Add(-time.Hour)}},
 		ingests: map[string]int64{},
 	}
 }

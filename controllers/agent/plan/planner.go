@@ -52,6 +52,9 @@ type Input struct {
 	Taint TaintInput
 	// Pins is the runtime's pinning, as the shell found it.
 	Pins PinView
+	// ContentUnable says why the engine cannot see the bytes of pulls
+	// (no content store); empty when it can.
+	ContentUnable string
 	// EvictionBackOff spaces the pulls of an image the node keeps
 	// removing.
 	EvictionBackOff BackOff
@@ -599,7 +602,7 @@ func (p *planner) imageStatus(key string, w *wantedImage, m imageMemory, v image
 		img.State, img.Reason, img.Message = warmv1.ImageFailed, string(pull.ClassDiskPressure), statusMessage(diskMessage(p.in.Disk))
 		p.soon(diskRetry)
 	case v.inFlight:
-		img.State = engineState(v.eng.State)
+		img.State, img.Progress = engineState(v.eng.State), imageProgress(v.eng)
 	case v.backOff && v.failed != nil:
 		img.State, img.Reason, img.Message = warmv1.ImageBackOff, string(v.failed.Class), statusMessage(v.failed.Message)
 		p.soon(v.retryAt.Sub(p.in.Now))
@@ -693,6 +696,7 @@ func (p *planner) finishStatus(st warmv1.NodeWarmStatus) warmv1.NodeWarmStatus {
 		return a.Image < b.Image || (a.Image == b.Image && a.SecretsNamespace < b.SecretsNamespace)
 	})
 	count(&st) // every image, before the list is cut
+	sumProgress(&st)
 	wanted := len(st.Images)
 	if wanted > warmv1.MaxNodeImages {
 		st.Images = fairShare(st.Images, st.Warms, warmv1.MaxNodeImages)
@@ -706,6 +710,7 @@ func (p *planner) finishStatus(st warmv1.NodeWarmStatus) warmv1.NodeWarmStatus {
 	st.Conditions = runtimeCondition(p.in.Conditions, metav1.ConditionTrue, warmv1.ReasonRuntimeAnswering, "The container runtime answers CRI calls", now)
 	st.Conditions = diskCondition(st.Conditions, p.in.Disk, now)
 	st.Conditions = pinningCondition(st.Conditions, p.in.Pins, p.pinTally, now)
+	st.Conditions = progressCondition(st.Conditions, p.in.ContentUnable, now)
 	st.Conditions = listedCondition(st.Conditions, wanted, now)
 	return st
 }

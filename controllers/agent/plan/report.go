@@ -31,18 +31,42 @@ func (r *Report) Wrote(st warmv1.NodeWarmStatus, now time.Time) {
 // Last is the status last written or found; nil when there is none.
 func (r *Report) Last() *warmv1.NodeWarmStatus { return r.written }
 
+// Pacing is how often the NodeWarm's status may be written while pulls
+// are under way.
+type Pacing struct {
+	// Interval is how long a change waits, and the least time between two
+	// such writes.
+	Interval time.Duration
+	// Bytes is the least time between two writes for which only the bytes
+	// of pulls under way moved; 0: such a change is never written alone.
+	Bytes time.Duration
+}
+
 // Due says whether st is to be written at now, or else how long to wait
 // (0: nothing new to write), under the pacing rule (internal/pace): a
 // settled status (no pull under way) at once; progress once it has waited
-// interval since the status first changed, so a burst of finished pulls
+// Interval since the status first changed, so a burst of finished pulls
 // coalesces into one write and a warm shorter than the interval costs one
 // write (its result). The write that ended last counts too: a slow API
-// server gets fewer writes, not a backlog.
-func (r *Report) Due(st warmv1.NodeWarmStatus, now time.Time, interval time.Duration) (time.Duration, bool) {
+// server gets fewer writes, not a backlog. A status that differs only in
+// its pulls' bytes waits Bytes since the last write: the bytes move all
+// the time, and would otherwise cost a write every Interval.
+func (r *Report) Due(st warmv1.NodeWarmStatus, now time.Time, p Pacing) (time.Duration, bool) {
 	if r.written != nil && sameReport(*r.written, st) {
 		r.changedSince = time.Time{}
 		return 0, false
 	}
+	if r.written != nil && sameReport(withoutProgress(*r.written), withoutProgress(st)) {
+		r.changedSince = time.Time{}
+		if p.Bytes <= 0 {
+			return 0, false
+		}
+		if wait := r.writtenAt.Add(p.Bytes).Sub(now); wait > 0 {
+			return wait, false
+		}
+		return 0, true
+	}
+	interval := p.Interval
 	if r.changedSince.IsZero() {
 		r.changedSince = now
 	}
@@ -50,6 +74,18 @@ func (r *Report) Due(st warmv1.NodeWarmStatus, now time.Time, interval time.Dura
 		return wait, false
 	}
 	return 0, true
+}
+
+// withoutProgress is st without the bytes of its pulls.
+func withoutProgress(st warmv1.NodeWarmStatus) warmv1.NodeWarmStatus {
+	st.PullProgress, st.Progress = nil, ""
+	imgs := make([]warmv1.NodeImage, len(st.Images))
+	for i, img := range st.Images {
+		img.Progress = nil
+		imgs[i] = img
+	}
+	st.Images = imgs
+	return st
 }
 
 func latest(a, b time.Time) time.Time {

@@ -40,12 +40,51 @@ func TestReportDue(t *testing.T) {
 	}
 	for _, s := range steps {
 		now := t0.Add(s.at)
-		wait, due := r.Due(s.status, now, 2*time.Second)
+		wait, due := r.Due(s.status, now, Pacing{Interval: 2 * time.Second, Bytes: 30 * time.Second})
 		if due != s.due || wait != s.wait {
 			t.Fatalf("%s: Due = %v, %v; want %v, %v", s.name, wait, due, s.wait, s.due)
 		}
 		if s.write {
 			r.Wrote(s.status, now)
 		}
+	}
+}
+
+// TestReportDueBytes: a status whose pulls' bytes alone moved waits the
+// bytes interval from the last write, whatever else waits; never, when
+// that interval is 0. Any other change is paced as before, and carries the
+// bytes along.
+func TestReportDueBytes(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(done int64) warmv1.NodeWarmStatus {
+		p := &warmv1.PullProgress{BytesDone: done, BytesTotal: 100}
+		return warmv1.NodeWarmStatus{Desired: 2, Present: 1, Pulling: 1, PullProgress: p, Progress: progressText(*p),
+			Images: []warmv1.NodeImage{{Image: "a", State: warmv1.ImagePulling, Progress: p}, {Image: "b", State: warmv1.ImagePresent}}}
+	}
+	pace := Pacing{Interval: 2 * time.Second, Bytes: 30 * time.Second}
+	var r Report
+	r.Wrote(at(10), t0)
+	for _, s := range []struct {
+		name string
+		at   time.Duration
+		st   warmv1.NodeWarmStatus
+		pace Pacing
+		due  bool
+		wait time.Duration
+	}{
+		{"bytes moved: wait from the write", 5 * time.Second, at(40), pace, false, 25 * time.Second},
+		{"bytes moved again: the same wait", 20 * time.Second, at(70), pace, false, 10 * time.Second},
+		{"the bytes interval is over", 30 * time.Second, at(80), pace, true, 0},
+		{"never for bytes alone", 31 * time.Second, at(90), Pacing{Interval: 2 * time.Second}, false, 0},
+	} {
+		wait, due := r.Due(s.st, t0.Add(s.at), s.pace)
+		if due != s.due || wait != s.wait {
+			t.Errorf("%s: Due = %v, %v; want %v, %v", s.name, wait, due, s.wait, s.due)
+		}
+	}
+	other := at(90)
+	other.Images[1].State = warmv1.ImageFailed
+	if wait, due := r.Due(other, t0.Add(32*time.Second), pace); due || wait != 2*time.Second {
+		t.Errorf("another change: Due = %v, %v; want the progress interval", wait, due)
 	}
 }

@@ -36,6 +36,10 @@ const (
 	// FaultSlow passes the registry's response bodies through at Rate
 	// bytes a second.
 	FaultSlow
+	// FaultStall passes the first StallAfter bytes of each response body
+	// and then sends nothing more, holding the connection open until the
+	// client gives up: a registry or middlebox that hangs mid-blob.
+	FaultStall
 )
 
 func (m FaultMode) String() string {
@@ -50,6 +54,8 @@ func (m FaultMode) String() string {
 		return "reset"
 	case FaultSlow:
 		return "slow"
+	case FaultStall:
+		return "stall"
 	}
 	return fmt.Sprintf("FaultMode(%d)", int(m))
 }
@@ -91,6 +97,8 @@ type Fault struct {
 	ResetAfter int
 	// Rate is FaultSlow's body rate in bytes a second.
 	Rate int
+	// StallAfter is how many body bytes FaultStall sends before it stops.
+	StallAfter int
 }
 
 // ProxyRequest is one request a FaultProxy saw.
@@ -247,13 +255,38 @@ func registryError(w http.ResponseWriter, status int, code, msg string) {
 	_, _ = fmt.Fprintf(w, `{"errors":[{"code":%q,"message":%q}]}`+"\n", code, msg)
 }
 
-// slowBody throttles the body of a FaultSlow response.
+// slowBody throttles the body of a FaultSlow response, and stops that of
+// a FaultStall one.
 func slowBody(resp *http.Response) error {
-	if f, ok := resp.Request.Context().Value(faultKey{}).(Fault); ok && f.Mode == FaultSlow {
+	f, ok := resp.Request.Context().Value(faultKey{}).(Fault)
+	switch {
+	case ok && f.Mode == FaultSlow:
 		resp.Body = &slowReader{rc: resp.Body, rate: max(f.Rate, 1)}
+	case ok && f.Mode == FaultStall:
+		resp.Body = &stallReader{rc: resp.Body, left: f.StallAfter, ctx: resp.Request.Context()}
 	}
 	return nil
 }
+
+// stallReader hands out left bytes, then blocks until ctx ends (the
+// client went away, or the proxy closed).
+type stallReader struct {
+	rc   io.ReadCloser
+	left int
+	ctx  context.Context
+}
+
+func (s *stallReader) Read(b []byte) (int, error) {
+	if s.left <= 0 {
+		<-s.ctx.Done()
+		return 0, s.ctx.Err()
+	}
+	n, err := s.rc.Read(b[:min(len(b), s.left)])
+	s.left -= n
+	return n, err
+}
+
+func (s *stallReader) Close() error { return s.rc.Close() }
 
 // reset forwards r, writes the first n bytes of the registry's response to
 // the client and resets the connection. SetLinger(0) makes Close send a RST

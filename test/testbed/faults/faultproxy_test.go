@@ -112,3 +112,26 @@ func TestFaultProxySlowBody(t *testing.T) {
 		t.Errorf("requests %+v", f.p.Requests())
 	}
 }
+
+// TestFaultProxyStall: the body stops after StallAfter bytes and the
+// connection stays open, so the client's own timeout ends the request.
+func TestFaultProxyStall(t *testing.T) {
+	f := startProxyFixture(t)
+	f.p.Set(Fault{Mode: FaultStall, StallAfter: 1000, Paths: BlobPaths})
+	f.c.Timeout = time.Second
+	start := time.Now()
+	resp, b, err := f.get("/v2/a/blobs/sha256:1")
+	if err == nil || resp == nil || resp.StatusCode != 200 || len(b) != 1000 {
+		t.Fatalf("stalled body: want a 200 holding at 1000 bytes until the client's timeout, got %v, %d bytes, %v", resp, len(b), err)
+	}
+	if d := time.Since(start); d < 900*time.Millisecond {
+		t.Errorf("the stalled request ended after %v, before the client's timeout", d)
+	}
+	f.p.Pass()
+	if _, b, err := f.get("/v2/a/blobs/sha256:1"); err != nil || !bytes.Equal(b, proxyBody) {
+		t.Fatalf("after Pass: %d bytes, %v", len(b), err)
+	}
+	if f.p.Count(FaultStall) != 1 {
+		t.Errorf("requests %+v", f.p.Requests())
+	}
+}

@@ -1,0 +1,89 @@
+package plan
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/internal/bytesize"
+	"github.com/warmer-dev/warmer/internal/truncate"
+	"github.com/warmer-dev/warmer/pkg/pullengine/pull"
+)
+
+// The bytes of pulls under way, as the engine reads them in the runtime's
+// content store, go into the NodeWarm: per image, summed for the node,
+// and once more in words for kubectl's Progress column.
+
+// imageProgress is a pulling image's progress for its entry; nil when the
+// engine has not found what the pull fetches.
+func imageProgress(s pull.Status) *warmv1.PullProgress {
+	p := s.Progress
+	if s.State != pull.StatePulling || p == nil || !p.Known {
+		return nil
+	}
+	out := &warmv1.PullProgress{BytesDone: min(p.Done, p.Total), BytesTotal: p.Total}
+	if left, ok := p.Left(); ok {
+		out.SecondsLeft = ptr.To(int64(math.Ceil(left.Seconds())))
+	}
+	return out
+}
+
+// sumProgress adds up the images' progress: bytes summed, time left the
+// longest of theirs (the pulls run side by side).
+func sumProgress(st *warmv1.NodeWarmStatus) {
+	st.PullProgress, st.Progress = nil, ""
+	var sum warmv1.PullProgress
+	n := 0
+	for _, img := range st.Images {
+		p := img.Progress
+		if p == nil {
+			continue
+		}
+		n++
+		sum.BytesDone += p.BytesDone
+		sum.BytesTotal += p.BytesTotal
+		if p.SecondsLeft != nil && (sum.SecondsLeft == nil || *p.SecondsLeft > *sum.SecondsLeft) {
+			sum.SecondsLeft = ptr.To(*p.SecondsLeft)
+		}
+	}
+	if n == 0 {
+		return
+	}
+	st.PullProgress, st.Progress = &sum, progressText(sum)
+}
+
+// progressText says a progress in words: "412 MiB of 1.2 GiB (33%), 2m10s
+// left".
+func progressText(p warmv1.PullProgress) string {
+	s := fmt.Sprintf("%s of %s", bytesize.IEC(p.BytesDone), bytesize.IEC(p.BytesTotal))
+	if p.BytesTotal > 0 {
+		s += fmt.Sprintf(" (%d%%)", p.BytesDone*100/p.BytesTotal)
+	}
+	if p.SecondsLeft != nil {
+		s += fmt.Sprintf(", %v left", time.Duration(*p.SecondsLeft)*time.Second)
+	}
+	return truncate.String(s, maxProgressText)
+}
+
+// maxProgressText is the NodeWarm progress field's bound.
+const maxProgressText = 64
+
+// progressCondition returns conds with PullProgress False, saying why,
+// when the engine cannot see the bytes of pulls (unable); else without it:
+// a condition that only says all is well would cost every NodeWarm its
+// bytes.
+func progressCondition(conds []metav1.Condition, unable string, now metav1.Time) []metav1.Condition {
+	if unable == "" {
+		meta.RemoveStatusCondition(&conds, warmv1.ConditionPullProgress)
+		return conds
+	}
+	return setCondition(conds, metav1.Condition{Type: warmv1.ConditionPullProgress, Status: metav1.ConditionFalse,
+		Reason:  warmv1.ReasonNoContentView,
+		Message: truncate.String(unable+"; pulls go on without progress or stall detection", warmv1.MaxConditionMessageLength),
+	}, now)
+}
