@@ -15,7 +15,8 @@ const node = "node-1"
 // TestRegistryFaults runs one agent against a registry behind a fault
 // proxy. Each case has its own proxy, images and ImageWarm.
 func TestRegistryFaults(t *testing.T) {
-	f := testbed.StartFleet(t, map[string]map[string]string{node: nil}, testbed.FleetOptions{Agent: agentSettings()})
+	f := testbed.StartFleet(t, map[string]map[string]string{node: nil}, testbed.FleetOptions{Agent: agentSettings(
+		"--pull-progress-interval="+bytesInterval.String(), "--pull-stall-timeout="+stallTimeout.String())})
 	reg := testbed.StartRegistry(t, testbed.RegistryOptions{Name: "origin"})
 
 	t.Run("registry stopped mid-pull then back", func(t *testing.T) { testStoppedMidPull(t, f) })
@@ -27,6 +28,8 @@ func TestRegistryFaults(t *testing.T) {
 	})
 	t.Run("connection resets", func(t *testing.T) { testResets(t, f, reg) })
 	t.Run("slow bodies", func(t *testing.T) { testSlow(t, f, reg) })
+	t.Run("progress of a slowed pull", func(t *testing.T) { testProgress(t, f, reg) })
+	t.Run("stalled pull", func(t *testing.T) { testStalled(t, f, reg) })
 }
 
 // testStoppedMidPull stops the registry while a layer is on its way. The
