@@ -31,6 +31,12 @@
 //
 // # Behaviour worth knowing
 //
+// Outside CRI, on containerd only and over the same connection: pin.go
+// sets the label containerd's CRI plugin reads as "pinned"; content.go
+// reads the content store (blobs being written, a repository's manifests,
+// a blob's info and small blobs), which shows a pull's bytes as they
+// arrive.
+//
 // Empty image references are rejected here, before any call: with exactly one
 // image present, containerd's ImageStatus matches "" as an ID prefix and
 // returns that image, and RemoveImage of "" could remove it. ImageStatus of

@@ -37,6 +37,10 @@
 //     login candidates, never printable.
 //   - diskguard.go: no new pulls while the image filesystem is too full.
 //   - engine.go, job.go, finish.go, status.go: the engine itself.
+//   - progress.go, watch.go: the bytes of running pulls, read in the
+//     runtime's content store (Options.Content) every second, in
+//     Status.Progress; a pull whose bytes stop for Options.StallTimeout
+//     is cancelled as Stalled.
 //   - metrics.go: Prometheus metrics, on the registry Options.Registerer
 //     names.
 //
