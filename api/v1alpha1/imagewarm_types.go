@@ -221,6 +221,33 @@ type NodeFailure struct {
 	Message string `json:"message,omitempty"`
 }
 
+// FleetPullProgress is how far the pulls of one ImageWarm's images have
+// come over its nodes, in compressed bytes.
+type FleetPullProgress struct {
+	// nodes counts the nodes whose pulls are summed.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Nodes int32 `json:"nodes"`
+	// bytesDone is how many of bytesTotal those nodes have.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	BytesDone int64 `json:"bytesDone"`
+	// bytesTotal is the size of the images those nodes are pulling,
+	// summed over the nodes.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	BytesTotal int64 `json:"bytesTotal"`
+	// slowestNode is the node with the longest time left, or, where no
+	// node has a rate to go by, the most bytes left.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	SlowestNode string `json:"slowestNode,omitempty"`
+	// slowestSecondsLeft is slowestNode's estimate of its time left.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	SlowestSecondsLeft *int64 `json:"slowestSecondsLeft,omitempty"`
+}
+
 // ImageWarmStatus is the fleet-wide summary the controller folds from the
 // nodes' reports. Its size does not grow with the number of nodes, and it
 // lists only what is not done (see limits.go for the budget).
@@ -276,6 +303,13 @@ type ImageWarmStatus struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=10
 	SilentNodes []SilentNode `json:"silentNodes,omitempty"`
+
+	// pullProgress sums the bytes of this ImageWarm's images being pulled
+	// on the matching nodes whose agents see them (containerd), and names
+	// the node expected to finish last. Absent while no such pull is under
+	// way. Its size does not grow with the number of nodes.
+	// +optional
+	PullProgress *FleetPullProgress `json:"pullProgress,omitempty"`
 
 	// observedGenerationTime is when the controller first saw
 	// observedGeneration: a node silent since then has not reported on it.

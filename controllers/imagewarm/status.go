@@ -70,6 +70,7 @@ func aggregateStatus(iw *warmv1.ImageWarm, f *fleet) (warmv1.ImageWarmStatus, er
 		ObservedGenerationTime: &seen,
 	}
 	st.ReadyImages, st.Images = t.imageStatuses()
+	st.PullProgress = t.progress.status()
 	setRollout(&st, iw, waves)
 	setReady(&st, iw)
 	setProgressing(&st, iw)

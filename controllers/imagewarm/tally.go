@@ -32,6 +32,7 @@ type warmTally struct {
 	digests  []digestVote              // by spec index
 	failures []rankedFailure           // the first MaxReportedFailures, in order
 	silent   silentNodes               // the first MaxReportedSilentNodes, by name
+	progress fleetProgress
 }
 
 // rankedFailure is a failure with its spec index, by which failures of one
@@ -160,6 +161,7 @@ func (t *warmTally) addNode(node string, since metav1.Time, nw *warmv1.NodeWarm)
 			ready = false
 		}
 	}
+	t.progress.add(node, t.entries)
 	switch {
 	case failed:
 		t.nodes.Failed++

@@ -1,0 +1,59 @@
+package imagewarm
+
+import (
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+)
+
+// pulling is a Pulling entry with progress; left < 0: no time left known.
+func pulling(ref string, done, total, left int64) warmv1.NodeImage {
+	e := iwImg(ref, warmv1.ImagePulling)
+	e.Progress = &warmv1.PullProgress{BytesDone: done, BytesTotal: total}
+	if left >= 0 {
+		e.Progress.SecondsLeft = ptr.To(left)
+	}
+	return e
+}
+
+// TestAggregatePullProgress sums the bytes of the ImageWarm's own images
+// over the nodes pulling them, each image once per node however often the
+// spec names it, and names the node with the longest time left; another
+// ImageWarm's image and a node without progress do not count.
+func TestAggregatePullProgress(t *testing.T) {
+	iw := iwNewWarm(1, nil, "nginx", "docker.io/library/nginx:latest", "redis")
+	reports := []warmv1.NodeWarm{
+		iwReport("node-a", iwWebAt(1), pulling("nginx", 10, 100, 30), pulling("redis", 5, 50, 90), pulling("other", 1, 1000, 999)),
+		iwReport("node-b", iwWebAt(1), pulling("nginx", 60, 100, 120), iwImg("redis", warmv1.ImagePresent)),
+		iwReport("node-c", iwWebAt(1), iwImg("nginx", warmv1.ImagePulling), iwImg("redis", warmv1.ImageQueued)),
+	}
+	nodes := []metav1.PartialObjectMetadata{iwNodeMeta("node-a"), iwNodeMeta("node-b"), iwNodeMeta("node-c")}
+	st, err := aggregateStatus(iw, newFleet(nodes, reports))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := warmv1.FleetPullProgress{Nodes: 2, BytesDone: 75, BytesTotal: 250, SlowestNode: "node-b", SlowestSecondsLeft: ptr.To[int64](120)}
+	if p := st.PullProgress; p == nil || p.Nodes != want.Nodes || p.BytesDone != want.BytesDone || p.BytesTotal != want.BytesTotal ||
+		p.SlowestNode != want.SlowestNode || p.SlowestSecondsLeft == nil || *p.SlowestSecondsLeft != 120 {
+		t.Errorf("pullProgress %+v, want %+v", p, want)
+	}
+
+	// Without a time left anywhere, the most bytes left decide.
+	reports[0] = iwReport("node-a", iwWebAt(1), pulling("nginx", 10, 100, -1))
+	reports[1] = iwReport("node-b", iwWebAt(1), pulling("nginx", 60, 100, -1))
+	st, _ = aggregateStatus(iw, newFleet(nodes, reports))
+	if p := st.PullProgress; p == nil || p.SlowestNode != "node-a" || p.SlowestSecondsLeft != nil {
+		t.Errorf("pullProgress %+v, want node-a slowest with no time", p)
+	}
+
+	// Nothing under way with progress: no field.
+	reports[0] = iwReport("node-a", iwWebAt(1), iwImg("nginx", warmv1.ImagePresent))
+	reports[1] = iwReport("node-b", iwWebAt(1), iwImg("nginx", warmv1.ImagePresent))
+	st, _ = aggregateStatus(iw, newFleet(nodes, reports))
+	if st.PullProgress != nil {
+		t.Errorf("pullProgress %+v with nothing pulling", st.PullProgress)
+	}
+}
