@@ -27,6 +27,7 @@ func (e *Engine) finish(j *job, res Result) {
 	res.Finished, res.Tag = e.clock.Now(), j.tag
 	key := j.ref.String()
 	e.mu.Lock()
+	j.ended, j.succeeded = true, res.Succeeded()
 	delete(e.jobs, key)
 	e.endPullLocked(j, res)
 	switch {

@@ -51,8 +51,9 @@ type job struct {
 	// watcher's last reading of it (progress.go).
 	startedAt time.Time
 	progress  *pull.Progress
-	// track is the watcher's own, touched by its goroutine alone.
-	track *track
+	// ended is set when its pull returned, succeeded when it brought the
+	// image.
+	ended, succeeded bool
 }
 
 func (e *Engine) newJob(ref imageref.Reference, req Request, creds []Credential, bkey string) *job {

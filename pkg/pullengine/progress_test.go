@@ -172,3 +172,30 @@ func TestManifestBlobs(t *testing.T) {
 		}
 	}
 }
+
+// TestProgressCountsTheRestOnSuccess: bytes that arrive after the last
+// reading of a pull that then succeeds are counted as fetched all the
+// same, and a blob held before the pull never is.
+func TestProgressCountsTheRestOnSuccess(t *testing.T) {
+	content := newFakeContent(time.Unix(1_000_000, 0))
+	h := newHarness(t, Options{Content: content})
+	img := "reg.example/app:v1"
+	release := h.svc.block(key(t, img))
+	h.enqueue(img, 0)
+	h.svc.waitStarted(t, key(t, img))
+	h.waitTimers(t, 2)
+	content.write(l1Digest, 400)
+	h.reading(t)
+	release()
+	if res := h.result(t); !res.Succeeded() {
+		t.Fatalf("result %+v", res)
+	}
+	h.clock.Step(time.Second) // the watcher's next reading closes the pull's track
+	deadline := time.Now().Add(5 * time.Second)
+	for testutil.ToFloat64(h.eng.metrics.fetchedBytes) != 1500 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := testutil.ToFloat64(h.eng.metrics.fetchedBytes); got != 1500 {
+		t.Errorf("fetched bytes %v, want the two layers' 1500", got)
+	}
+}

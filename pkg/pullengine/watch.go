@@ -3,6 +3,7 @@ package pullengine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/warmer-dev/warmer/internal/bytesize"
@@ -17,20 +18,23 @@ import (
 func (e *Engine) watch(ctx context.Context) {
 	timer := e.clock.NewTimer(e.watchEvery)
 	defer timer.Stop()
+	tracks := map[*job]*track{}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-timer.C():
 		}
-		e.watchOnce(ctx)
+		e.watchOnce(ctx, tracks)
 		timer.Reset(e.watchEvery)
 	}
 }
 
-// watchOnce takes one reading of every running pull.
-func (e *Engine) watchOnce(ctx context.Context) {
+// watchOnce takes one reading of every running pull, and closes the
+// tracks of pulls that ended since the last.
+func (e *Engine) watchOnce(ctx context.Context, tracks map[*job]*track) {
 	jobs := e.pulling()
+	e.closeTracks(tracks, jobs)
 	if len(jobs) == 0 {
 		e.metrics.throughput.Set(0)
 		return
@@ -39,19 +43,21 @@ func (e *Engine) watchOnce(ctx context.Context) {
 	now := e.clock.Now()
 	var rate float64
 	for _, j := range jobs {
-		if j.track == nil {
-			j.track = newTrack(j.ref, j.startedAt)
+		t := tracks[j]
+		if t == nil {
+			t = newTrack(j.ref, j.startedAt)
+			tracks[j] = t
 		}
 		if err == nil {
-			err = j.track.update(ctx, e.content, ingests, now)
+			err = t.update(ctx, e.content, ingests, now)
 		}
 		if err != nil {
 			// Unknown is not stalled: the stall clock starts again.
-			j.track.p.MovedAt = now
+			t.p.MovedAt = now
 		}
-		e.metrics.fetchedBytes.Add(float64(j.track.newlyFetched()))
-		rate += j.track.p.Rate
-		p := j.track.p
+		e.metrics.fetchedBytes.Add(float64(t.newlyFetched()))
+		rate += t.p.Rate
+		p := t.p
 		e.mu.Lock()
 		j.progress = &p
 		e.mu.Unlock()
@@ -65,13 +71,32 @@ func (e *Engine) watchOnce(ctx context.Context) {
 	}
 }
 
-// pulling returns the jobs whose pull has started.
+// closeTracks drops the tracks of pulls no longer running. A pull that
+// succeeded fetched what was still missing at its last reading: those
+// bytes are counted now, as no reading will see them arrive.
+func (e *Engine) closeTracks(tracks map[*job]*track, running []*job) {
+	for j, t := range tracks {
+		if slices.Contains(running, j) {
+			continue
+		}
+		e.mu.Lock()
+		ok := j.succeeded
+		e.mu.Unlock()
+		if ok && t.p.Known {
+			t.fetched += t.p.Total - t.p.Done
+			e.metrics.fetchedBytes.Add(float64(t.newlyFetched()))
+		}
+		delete(tracks, j)
+	}
+}
+
+// pulling returns the jobs whose pull has started and not ended.
 func (e *Engine) pulling() []*job {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var out []*job
 	for _, j := range e.jobs {
-		if j.running && !j.startedAt.IsZero() && !j.notWanted {
+		if j.running && !j.startedAt.IsZero() && !j.notWanted && !j.ended {
 			out = append(out, j)
 		}
 	}

@@ -125,3 +125,40 @@ func testStalled(t *testing.T, f *testbed.Fleet, reg *testbed.Registry) {
 	p.Pass()
 	waitPresent(t, f, node, ref, recovered)
 }
+
+// TestProgressWritesPaced holds the NodeWarm's writes to what a warm cost
+// before pulls showed their bytes: under the agent's default
+// --pull-progress-interval (30s), a pull of about ten seconds whose bytes
+// move all along writes its start and its result, and nothing for the
+// bytes alone (the fleet of TestRegistryFaults, writing bytes every
+// second, would write about ten times).
+func TestProgressWritesPaced(t *testing.T) {
+	f := testbed.StartFleet(t, map[string]map[string]string{node: nil}, testbed.FleetOptions{Agent: agentSettings()})
+	reg := testbed.StartRegistry(t, testbed.RegistryOptions{Name: "paced"})
+	p := faults.StartFaultProxy(t, reg.Host)
+	const rate = testbed.MB
+	img := reg.PushRandom(t, "paced/app:v1", testbed.ImageOptions{LayerSize: 10 * testbed.MB})
+	ref := via(img, reg, p)
+	p.Set(faults.Fault{Mode: faults.FaultSlow, Paths: faults.BlobPaths, Rate: rate})
+	n := f.Nodes[node]
+	testbed.Eventually(t, testbed.SettleMargin, "the empty NodeWarm written", func() error {
+		_, err := f.NodeWarm(node)
+		return err
+	})
+	time.Sleep(testbed.BusyMargin) // the agent's first writes are over
+	before := n.Metric(t, "warmer_nodewarm_writes_total", `result="ok"`)
+	start := time.Now()
+	warm(t, f, "paced", 0, ref)
+	waitPresent(t, f, node, ref, time.Duration(img.Size/rate)*time.Second+testbed.SettleMargin)
+	took := time.Since(start)
+	time.Sleep(testbed.BusyMargin) // a late write would come now
+	writes := n.Metric(t, "warmer_nodewarm_writes_total", `result="ok"`) - before
+	t.Logf("a %v warm cost %v NodeWarm writes", took.Round(100*time.Millisecond), writes)
+	if took < 8*time.Second {
+		t.Fatalf("the warm took only %v: the pull was not slowed enough to show pacing", took)
+	}
+	// Its start (Queued, then Pulling, when apart) and its result.
+	if writes < 2 || writes > 3 {
+		t.Errorf("%v NodeWarm writes for one warm, want 2 or 3", writes)
+	}
+}
