@@ -149,3 +149,14 @@ func (g *diskGuard) message(u DiskUsage) string {
 	}
 	return fmt.Sprintf("%s is %d%% full, above the %d%% pull threshold; waiting for space", fs, u.Percent, g.threshold)
 }
+
+// room is how many bytes the image filesystem can still take before it
+// passes the threshold (negative above it); false when the level is
+// unknown or the guard is off.
+func (g *diskGuard) room(u DiskUsage) (int64, bool) {
+	if g.threshold >= 100 || !u.Known || u.CapacityBytes == 0 {
+		return 0, false
+	}
+	allowed := u.CapacityBytes / 100 * uint64(g.threshold)
+	return int64(allowed) - int64(u.CapacityBytes-u.AvailableBytes), true
+}

@@ -41,6 +41,7 @@ type Engine struct {
 	jobs    map[string]*job   // queued or running, by normalised reference
 	repos   map[string]*repo  // of the jobs, by repository name
 	last    map[string]Result // last finished pull, by normalised reference
+	needs   map[string]int64  // compressed bytes an image that did not fit had to fetch (fit.go)
 	seq     uint64
 	ctx     context.Context // Start's: the parent of every pull
 	log     logr.Logger
@@ -65,6 +66,7 @@ func New(svc ImageService, opts Options) *Engine {
 		jobs:  map[string]*job{},
 		repos: map[string]*repo{},
 		last:  map[string]Result{},
+		needs: map[string]int64{},
 		log:   logr.Discard(),
 	}
 	e.guard = &diskGuard{svc: svc, threshold: opts.DiskThresholdPercent, interval: opts.DiskCheckInterval,
@@ -212,6 +214,11 @@ func (e *Engine) enqueueLocked(a admitted) Status {
 	}
 	if last, ok := e.last[key]; ok && last.Succeeded() && last.Tag == a.req.Tag && !a.req.MissingSince.IsZero() && last.Finished.After(a.req.MissingSince) {
 		return Status{Image: a.req.Image, Ref: key, State: pull.StatePulled, Last: &last, Tag: last.Tag}
+	}
+	if last, ok := e.last[key]; ok && isNoRoom(last.Err) && last.RetryAt.After(e.clock.Now()) {
+		// Too big for the room there was: not tried again before the
+		// disk guard's next reading.
+		return Status{Image: a.req.Image, Ref: key, State: pull.StateFailed, RetryAt: last.RetryAt, Last: &last, Tag: last.Tag}
 	}
 	if until, ok := e.backoff.retryAt(bkey); ok {
 		return Status{Image: a.req.Image, Ref: key, State: pull.StateBackOff, RetryAt: until, Last: e.lastCopy(key), Tag: a.req.Tag}

@@ -15,7 +15,8 @@ func backsOff(res Result) bool {
 	case "", pull.ClassCanceled, pull.ClassInvalidImageName:
 		return false
 	case pull.ClassDiskPressure:
-		return res.Attempts > 0
+		// A pull refused for its size waits for room instead (fit.go).
+		return res.Attempts > 0 && !isNoRoom(res.Err)
 	}
 	return true
 }
@@ -33,8 +34,12 @@ func (e *Engine) finish(j *job, res Result) {
 	switch {
 	case res.Succeeded():
 		e.backoff.reset(j.backoffKey)
+		e.forgetSizeLocked(j.ref)
 	case backsOff(res):
 		res.RetryAt = e.backoff.failed(j.backoffKey)
+	case isNoRoom(res.Err):
+		// Not a back-off: the disk guard's next reading may find room.
+		res.RetryAt = res.Finished.Add(e.guard.interval)
 	}
 	if res.Class == pull.ClassCanceled {
 		delete(e.last, key)

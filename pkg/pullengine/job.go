@@ -94,6 +94,10 @@ func (e *Engine) run(ctx context.Context, j *job, siblings []string) {
 		e.finish(j, Result{Image: j.ref.Original(), Ref: j.ref.String(), Class: pull.ClassDiskPressure, Message: e.guard.message(u)})
 		return
 	}
+	if res, held := e.heldForSize(ctx, j); held {
+		e.finish(j, res)
+		return
+	}
 	// The clock's timer, not context.WithTimeout, so tests can move time.
 	timer := e.clock.AfterFunc(j.timeout, func() { j.cancel(errTimedOut) })
 	e.metrics.pullsInFlight.Inc()
@@ -195,6 +199,8 @@ func (e *Engine) failure(ctx context.Context, j *job, creds []Credential, err er
 			var s stalled
 			errors.As(cause, &s)
 			return pull.ClassStalled, s.message(), err
+		case isNoRoom(cause):
+			return pull.ClassDiskPressure, cause.Error(), cause
 		default:
 			return pull.ClassCanceled, "pull cancelled: agent stopping", err
 		}

@@ -25,19 +25,32 @@ func (e *Engine) watch(ctx context.Context) {
 			return
 		case <-timer.C():
 		}
-		e.watchOnce(ctx, tracks)
-		timer.Reset(e.watchEvery)
+		next := e.watchEvery
+		if e.watchOnce(ctx, tracks) {
+			next = min(next, resolvingPoll)
+		}
+		timer.Reset(next)
 	}
 }
 
+// resolvingPoll is how often the store is read while a pull that started
+// lately has no manifest found yet: its size decides whether it may go on
+// (fit.go), and every second of a fast link is a lot of bytes.
+const resolvingPoll = 200 * time.Millisecond
+
+// resolvingFor is how long after its start a pull counts as lately
+// started.
+const resolvingFor = 10 * time.Second
+
 // watchOnce takes one reading of every running pull, and closes the
-// tracks of pulls that ended since the last.
-func (e *Engine) watchOnce(ctx context.Context, tracks map[*job]*track) {
+// tracks of pulls that ended since the last. It says whether a pull that
+// started lately still has no manifest found.
+func (e *Engine) watchOnce(ctx context.Context, tracks map[*job]*track) (resolving bool) {
 	jobs := e.pulling()
 	e.closeTracks(tracks, jobs)
 	if len(jobs) == 0 {
 		e.metrics.throughput.Set(0)
-		return
+		return false
 	}
 	ingests, err := e.content.Ingests(ctx)
 	now := e.clock.Now()
@@ -49,7 +62,10 @@ func (e *Engine) watchOnce(ctx context.Context, tracks map[*job]*track) {
 			tracks[j] = t
 		}
 		if err == nil {
-			err = t.update(ctx, e.content, ingests, now)
+			known := t.p.Known
+			if err = t.update(ctx, e.content, ingests, now); err == nil && !known && t.p.Known {
+				e.checkFit(ctx, j, t)
+			}
 		}
 		if err != nil {
 			// Unknown is not stalled: the stall clock starts again.
@@ -64,11 +80,13 @@ func (e *Engine) watchOnce(ctx context.Context, tracks map[*job]*track) {
 		if e.stalled(p, now) {
 			j.cancel(stalled{after: e.stall, progress: p})
 		}
+		resolving = resolving || (!p.Known && now.Sub(j.startedAt) < resolvingFor)
 	}
 	e.metrics.throughput.Set(rate)
 	if err != nil {
 		e.logger().V(1).Info("Reading the runtime's content store failed; pull progress not updated", "error", err.Error())
 	}
+	return resolving
 }
 
 // closeTracks drops the tracks of pulls no longer running. A pull that

@@ -42,6 +42,10 @@ type ImageOptions struct {
 	Arch string
 	// OCI selects OCI media types instead of Docker's.
 	OCI bool
+	// Zeros adds a file of that many zero bytes to each layer, and
+	// compresses the layer: it then costs little to fetch and much to
+	// unpack.
+	Zeros int64
 }
 
 // RandomImage makes an image of random, incompressible layers, distinct from
@@ -61,7 +65,7 @@ func RandomImage(t TB, o ImageOptions) v1.Image {
 	}
 	img := base
 	for i := 0; i < o.Layers; i++ {
-		layer, err := randomLayer(o.LayerSize)
+		layer, err := randomLayer(o.LayerSize, o.Zeros)
 		if err != nil {
 			t.Fatalf("making a layer: %v", err)
 		}
@@ -84,19 +88,22 @@ func RandomImage(t TB, o ImageOptions) v1.Image {
 	return img
 }
 
-// randomLayer is a gzip layer holding one file of random bytes. The gzip
-// stream is stored, not compressed: random data does not shrink, and
-// compressing 100 MB would cost seconds per test.
-func randomLayer(size int64) (v1.Layer, error) {
+// randomLayer is a gzip layer holding one file of random bytes, and with
+// zeros, a second file of that many zero bytes. The gzip stream is stored,
+// not compressed, unless there are zeros: random data does not shrink,
+// and compressing 100 MB of it would cost seconds per test.
+func randomLayer(size, zeros int64) (v1.Layer, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	hdr := &tar.Header{Name: fmt.Sprintf("payload-%016x", rand.Uint64()), Mode: 0o644, Size: size, Typeflag: tar.TypeReg}
-	if err := tw.WriteHeader(hdr); err != nil {
+	if err := addFile(tw, "payload", size, rand.NewChaCha8([32]byte(randomSeed()))); err != nil {
 		return nil, err
 	}
-	src := rand.NewChaCha8([32]byte(randomSeed()))
-	if _, err := io.CopyN(tw, src, size); err != nil {
-		return nil, err
+	level := gzip.NoCompression
+	if zeros > 0 {
+		if err := addFile(tw, "zeros", zeros, zeroReader{}); err != nil {
+			return nil, err
+		}
+		level = gzip.BestSpeed
 	}
 	if err := tw.Close(); err != nil {
 		return nil, err
@@ -104,7 +111,26 @@ func randomLayer(size int64) (v1.Layer, error) {
 	data := buf.Bytes()
 	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(data)), nil
-	}, tarball.WithCompressionLevel(gzip.NoCompression))
+	}, tarball.WithCompressionLevel(level))
+}
+
+// addFile writes a file of size bytes from src, under a name of prefix
+// no other layer shares.
+func addFile(tw *tar.Writer, prefix string, size int64, src io.Reader) error {
+	hdr := &tar.Header{Name: fmt.Sprintf("%s-%016x", prefix, rand.Uint64()), Mode: 0o644, Size: size, Typeflag: tar.TypeReg}
+	if err := tw.WriteHeader(hdr); err != nil {
+		return err
+	}
+	_, err := io.CopyN(tw, src, size)
+	return err
+}
+
+// zeroReader reads zeros.
+type zeroReader struct{}
+
+func (zeroReader) Read(b []byte) (int, error) {
+	clear(b)
+	return len(b), nil
 }
 
 func randomSeed() []byte {

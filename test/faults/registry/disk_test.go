@@ -39,6 +39,7 @@ func TestDiskPressure(t *testing.T) {
 		testGuard(t, f, reg, "node-fill")
 	})
 	t.Run("runtime out of space mid-pull", func(t *testing.T) { testOutOfSpace(t, f, reg, "node-enospc") })
+	t.Run("an image that cannot fit is never started", func(t *testing.T) { testTooBig(t, f, reg, "node-fill") })
 }
 
 // testGuard fills the filesystem to 62 % with a file: the agent must not
@@ -76,15 +77,17 @@ func testGuard(t *testing.T, f *testbed.Fleet, reg *testbed.Registry, node strin
 	waitDiskCondition(t, f, node, metav1.ConditionFalse)
 }
 
-// testOutOfSpace warms an image that cannot fit: the filesystem is nearly
-// empty, so the guard lets the pull start, and the runtime runs out of
-// space unpacking it. The agent must then back off like after any failed
+// testOutOfSpace warms an image that cannot fit unpacked: the filesystem
+// is nearly empty and its layer small to fetch, so the guard and the size
+// check let the pull start, and the runtime runs out of space unpacking
+// it. The agent must then back off like after any failed
 // pull, not pull again at once (it did, dozens of times a second, before
 // runtime out-of-space failures started a back-off).
 func testOutOfSpace(t *testing.T, f *testbed.Fleet, reg *testbed.Registry, node string) {
 	p := faults.StartFaultProxy(t, reg.Host)
-	// 40 MB of content plus 40 MB unpacked: more than the 64 MB there are.
-	ref := via(reg.PushRandom(t, "disk/huge:v1", testbed.ImageOptions{LayerSize: 40 * testbed.MB}), reg, p)
+	// A megabyte to fetch, 71 unpacked: more than the 64 MB there are,
+	// though twice the bytes fetched fit below the threshold.
+	ref := via(reg.PushRandom(t, "disk/huge:v1", testbed.ImageOptions{LayerSize: testbed.MB, Zeros: 70 * testbed.MB}), reg, p)
 	created := time.Now()
 	warmOn(t, f, "huge", node, 0, ref)
 	got := waitReason(t, f, node, ref, "DiskPressure", 60*time.Second)
@@ -126,6 +129,53 @@ func testOutOfSpace(t *testing.T, f *testbed.Fleet, reg *testbed.Registry, node 
 	if f.Nodes[node].Present(t, ref) {
 		t.Errorf("%s present on a filesystem it cannot fit", ref)
 	}
+}
+
+// testTooBig warms an image whose layers, fetched and unpacked, would take
+// more than the room below the threshold, beside a small one, both
+// slowed: the agent cancels the big pull once its manifest shows the size,
+// long before its layers arrive, reports DiskPressure with the sizes, and
+// does not ask the registry for it again while the room is not there; the
+// small one is warmed.
+func testTooBig(t *testing.T, f *testbed.Fleet, reg *testbed.Registry, node string) {
+	p := faults.StartFaultProxy(t, reg.Host)
+	n := f.Nodes[node]
+	// 24 MB to fetch, 48 to hold: more than the 32 MB below 50 %.
+	big := reg.PushRandom(t, "disk/big:v1", testbed.ImageOptions{LayerSize: 12 * testbed.MB, Layers: 2})
+	bigRef := via(big, reg, p)
+	small := via(reg.PushRandom(t, "disk/small:v1", testbed.ImageOptions{LayerSize: testbed.MB}), reg, p)
+	p.Set(faults.Fault{Mode: faults.FaultSlow, Paths: faults.BlobPaths, Rate: 4 * int(testbed.MB)})
+	fetchedBefore := n.Metric(t, "warmer_image_fetched_bytes_total")
+	warmOn(t, f, "too-big", node, 0, bigRef, small)
+	got := waitReason(t, f, node, bigRef, "DiskPressure", 60*time.Second)
+	t.Logf("status: %s %s: %s", got.State, got.Reason, got.Message)
+	if !strings.Contains(got.Message, "needs about") || !strings.Contains(got.Message, "below the 50% pull threshold") {
+		t.Errorf("message %q does not give the sizes and the threshold", got.Message)
+	}
+	waitPresent(t, f, node, small, testbed.SettleMargin)
+	if d := n.Metric(t, "warmer_image_fetched_bytes_total") - fetchedBefore; d > float64(big.Size)/2 {
+		t.Errorf("%v bytes fetched: the big image's pull went on long after its size was known (%d bytes)", d, big.Size)
+	}
+	asked := bigRequests(p)
+	// Two of the guard's readings, each of which lets the image be tried.
+	time.Sleep(2*pullengine.DefaultDiskCheckInterval + testbed.BusyMargin)
+	if later := bigRequests(p); later != asked {
+		t.Errorf("the registry was asked for the big image %d more times while it could not fit", later-asked)
+	}
+	if n.Present(t, bigRef) {
+		t.Errorf("%s present on a filesystem it cannot fit", bigRef)
+	}
+}
+
+// bigRequests counts the proxy's requests for repository disk/big.
+func bigRequests(p *faults.FaultProxy) int {
+	c := 0
+	for _, r := range p.Requests() {
+		if strings.Contains(r.Path, "/disk/big/") {
+			c++
+		}
+	}
+	return c
 }
 
 // warmOn is warm for one node.
