@@ -34,6 +34,7 @@ type Engine struct {
 	content    ContentView
 	watchEvery time.Duration
 	stall      time.Duration
+	yieldMode  YieldMode
 
 	mu      sync.Mutex
 	wake    *sync.Cond // signalled when the queue grows or the engine stops
@@ -42,6 +43,7 @@ type Engine struct {
 	repos   map[string]*repo  // of the jobs, by repository name
 	last    map[string]Result // last finished pull, by normalised reference
 	needs   map[string]int64  // compressed bytes an image that did not fit had to fetch (fit.go)
+	yield   Yield             // whether the engine yields to the runtime's other pulls (yield.go)
 	seq     uint64
 	ctx     context.Context // Start's: the parent of every pull
 	log     logr.Logger
@@ -62,7 +64,7 @@ func New(svc ImageService, opts Options) *Engine {
 		provider: opts.Credentials,
 		timeout:  opts.PullTimeout,
 		metrics:  newMetrics(opts.Registerer),
-		content:  opts.Content, watchEvery: opts.ProgressInterval, stall: opts.StallTimeout,
+		content:  opts.Content, watchEvery: opts.ProgressInterval, stall: opts.StallTimeout, yieldMode: opts.Yield,
 		jobs:  map[string]*job{},
 		repos: map[string]*repo{},
 		last:  map[string]Result{},

@@ -195,6 +195,8 @@ func (e *Engine) failure(ctx context.Context, j *job, creds []Credential, err er
 			return pull.ClassTimeout, fmt.Sprintf("pull did not finish within %s", j.timeout), err
 		case errors.Is(cause, errNotWanted):
 			return pull.ClassCanceled, "pull cancelled: image no longer wanted", err
+		case errors.Is(cause, errYield):
+			return pull.ClassCanceled, "pull paused: the runtime pulls for someone else (a starting Pod); queued again", err
 		case errors.As(cause, new(stalled)):
 			var s stalled
 			errors.As(cause, &s)

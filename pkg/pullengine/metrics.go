@@ -60,6 +60,8 @@ type metrics struct {
 	pulledBytes   prometheus.Counter
 	fetchedBytes  prometheus.Counter
 	throughput    prometheus.Gauge
+	yielding      prometheus.Gauge
+	yields        prometheus.Counter
 }
 
 // newMetrics makes an engine's metrics and registers them on reg, unless
@@ -102,6 +104,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "warmer_image_pull_throughput_bytes_per_second",
 			Help: "Compressed bytes a second the agent's pulls under way fetch together, smoothed over a few seconds (containerd only).",
 		}),
+		yielding: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "warmer_image_pulls_yielding",
+			Help: "1 while the agent yields to pulls the runtime makes for someone else (the kubelet): it starts no pull then.",
+		}),
+		yields: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "warmer_image_pull_yields_total",
+			Help: "Times the agent started yielding to pulls the runtime makes for someone else.",
+		}),
 	}
 	if reg == nil {
 		return m
@@ -114,6 +124,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.pulledBytes = promreg.Register(reg, m.pulledBytes)
 	m.fetchedBytes = promreg.Register(reg, m.fetchedBytes)
 	m.throughput = promreg.Register(reg, m.throughput)
+	m.yielding = promreg.Register(reg, m.yielding)
+	m.yields = promreg.Register(reg, m.yields)
 	return m
 }
 

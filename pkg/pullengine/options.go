@@ -78,7 +78,12 @@ type Options struct {
 	// Content shows can stall: before that the engine does not know what
 	// it fetches, and PullTimeout alone bounds it.
 	StallTimeout time.Duration
-	// Listener hears about pulls; nil means nobody.
+	// Yield is what the engine does while the runtime pulls blobs none
+	// of its pulls fetch (the kubelet, for a starting Pod); it needs
+	// Content. "" means YieldOff.
+	Yield YieldMode
+	// Listener hears about pulls; nil means nobody. One that is also a
+	// YieldListener hears when the engine starts and stops yielding.
 	Listener Listener
 	// Registerer is where the engine's metrics are registered (the agent
 	// passes controller-runtime's metrics.Registry); nil means nowhere.
@@ -98,6 +103,9 @@ func (o Options) withDefaults() Options {
 	o.PullTimeout = orDefault(o.PullTimeout, DefaultPullTimeout)
 	o.DiskCheckInterval = orDefault(o.DiskCheckInterval, DefaultDiskCheckInterval)
 	o.ProgressInterval = orDefault(o.ProgressInterval, DefaultProgressInterval)
+	if o.Yield == "" {
+		o.Yield = YieldOff
+	}
 	if o.DiskThresholdPercent <= 0 {
 		o.DiskThresholdPercent = DefaultDiskThresholdPercent
 	}

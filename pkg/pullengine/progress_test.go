@@ -23,6 +23,7 @@ type fakeContent struct {
 	raw       map[string]string
 	held      map[string]content.Blob
 	ingests   map[string]int64
+	foreignAt map[string]time.Time // when a blob was last written, where it matters
 }
 
 func (f *fakeContent) Ingests(context.Context) ([]content.Ingest, error) {
@@ -30,7 +31,7 @@ func (f *fakeContent) Ingests(context.Context) ([]content.Ingest, error) {
 	defer f.mu.Unlock()
 	var out []content.Ingest
 	for d, n := range f.ingests {
-		out = append(out, content.Ingest{Digest: d, Offset: n})
+		out = append(out, content.Ingest{Digest: d, Offset: n, UpdatedAt: f.foreignAt[d]})
 	}
 	return out, nil
 }
@@ -74,8 +75,9 @@ func newFakeContent(labelled time.Time) *fakeContent {
 		},
 		raw: map[string]string{"sha256:m": `{"config":{"digest":"` + cfgDigest + `","size":10},"layers":[` +
 			`{"digest":"` + l1Digest + `","size":1000},{"digest":"` + l2Digest + `","size":500}]}`},
-		held:    map[string]content.Blob{cfgDigest: {Digest: cfgDigest, Size: 10, CreatedAt: labelled.Add(-time.Hour)}},
-		ingests: map[string]int64{},
+		held:      map[string]content.Blob{cfgDigest: {Digest: cfgDigest, Size: 10, CreatedAt: labelled.Add(-time.Hour)}},
+		ingests:   map[string]int64{},
+		foreignAt: map[string]time.Time{},
 	}
 }
 

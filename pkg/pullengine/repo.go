@@ -93,7 +93,9 @@ func (e *Engine) forgetLocked(r *repo, j *job) {
 // stops. Jobs of busy repositories met on the way are parked.
 func (e *Engine) popRunnableLocked() (*job, []string) {
 	for {
-		for len(e.queue) == 0 && !e.stopped {
+		// While yielding no pull starts; the watcher wakes the puller
+		// when it ends.
+		for (len(e.queue) == 0 || e.yield.On) && !e.stopped {
 			e.wake.Wait()
 		}
 		if e.stopped {

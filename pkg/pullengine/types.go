@@ -73,13 +73,25 @@ type Listener interface {
 	PullFinished(res Result)
 }
 
-// ListenerFuncs adapts functions to a Listener; nil functions are skipped.
+// ListenerFuncs adapts functions to a Listener and YieldListener; nil
+// functions are skipped.
 type ListenerFuncs struct {
 	Started  func(imageref.Reference, string)
 	Finished func(Result)
+	Yield    func(on bool)
 }
 
-var _ Listener = ListenerFuncs{}
+var (
+	_ Listener      = ListenerFuncs{}
+	_ YieldListener = ListenerFuncs{}
+)
+
+// Yielding calls Yield if set.
+func (l ListenerFuncs) Yielding(on bool) {
+	if l.Yield != nil {
+		l.Yield(on)
+	}
+}
 
 // PullStarted calls Started if set.
 func (l ListenerFuncs) PullStarted(ref imageref.Reference, tag string) {

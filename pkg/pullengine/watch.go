@@ -18,7 +18,7 @@ import (
 func (e *Engine) watch(ctx context.Context) {
 	timer := e.clock.NewTimer(e.watchEvery)
 	defer timer.Stop()
-	tracks := map[*job]*track{}
+	w := &watcher{tracks: map[*job]*track{}}
 	for {
 		select {
 		case <-ctx.Done():
@@ -26,7 +26,7 @@ func (e *Engine) watch(ctx context.Context) {
 		case <-timer.C():
 		}
 		next := e.watchEvery
-		if e.watchOnce(ctx, tracks) {
+		if e.watchOnce(ctx, w) {
 			next = min(next, resolvingPoll)
 		}
 		timer.Reset(next)
@@ -42,18 +42,34 @@ const resolvingPoll = 200 * time.Millisecond
 // started.
 const resolvingFor = 10 * time.Second
 
+// watcher is what the watch goroutine keeps between readings: the tracks
+// of running pulls, and the blobs it last found written for others.
+type watcher struct {
+	tracks  map[*job]*track
+	foreign map[string]bool
+}
+
 // watchOnce takes one reading of every running pull, and closes the
-// tracks of pulls that ended since the last. It says whether a pull that
-// started lately still has no manifest found.
-func (e *Engine) watchOnce(ctx context.Context, tracks map[*job]*track) (resolving bool) {
+// tracks of pulls that ended since the last; while pulls wait, it also
+// looks for the runtime's pulls for others (yield.go). It says whether a
+// pull that started lately still has no manifest found.
+func (e *Engine) watchOnce(ctx context.Context, w *watcher) (resolving bool) {
+	tracks := w.tracks
 	jobs := e.pulling()
 	e.closeTracks(tracks, jobs)
-	if len(jobs) == 0 {
+	now := e.clock.Now()
+	if len(jobs) == 0 && !e.waiting() {
 		e.metrics.throughput.Set(0)
+		e.yieldTo(nil, nil, now)
+		w.foreign = nil
 		return false
 	}
 	ingests, err := e.content.Ingests(ctx)
-	now := e.clock.Now()
+	if err == nil {
+		f := foreign(ingests, tracks, now)
+		e.yieldTo(f, w.foreign, now)
+		w.foreign = f
+	}
 	var rate float64
 	for _, j := range jobs {
 		t := tracks[j]
@@ -106,6 +122,13 @@ func (e *Engine) closeTracks(tracks map[*job]*track, running []*job) {
 		}
 		delete(tracks, j)
 	}
+}
+
+// waiting says whether pulls are queued, or the engine yields.
+func (e *Engine) waiting() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.queue) > 0 || e.yield.On
 }
 
 // pulling returns the jobs whose pull has started and not ended.

@@ -1,0 +1,142 @@
+package pullengine
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/warmer-dev/warmer/pkg/pullengine/pull"
+)
+
+// foreignBlob is a layer some other client of the runtime is writing.
+const foreignBlob = "sha256:kubelet"
+
+// writeForeign has the fake store show the foreign blob written at at (a
+// zero time removes it).
+func (f *fakeContent) writeForeign(at time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if at.IsZero() {
+		delete(f.ingests, foreignBlob)
+		delete(f.foreignAt, foreignBlob)
+		return
+	}
+	f.ingests[foreignBlob] = 2 << 20
+	f.foreignAt[foreignBlob] = at
+}
+
+// yieldHarness runs an engine over the fake store in mode, and records
+// what its listener hears of yielding.
+func yieldHarness(t *testing.T, mode YieldMode) (*harness, *fakeContent, chan bool) {
+	content := newFakeContent(time.Unix(1_000_000, 0))
+	h := newHarness(t, Options{Content: content, Yield: mode})
+	heard := make(chan bool, 10)
+	h.eng.listener = ListenerFuncs{Finished: func(r Result) { h.results <- r }, Yield: func(on bool) { heard <- on }}
+	return h, content, heard
+}
+
+// until steps the fake clock a second at a time until cond holds.
+func (h *harness) until(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+		h.clock.Step(time.Second)
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestYieldWait: while the runtime writes a blob none of the engine's
+// pulls fetches, no new pull starts; the pull under way goes on; once the
+// blob is done, the waiting pull starts. The listener and the metric say
+// so.
+func TestYieldWait(t *testing.T) {
+	h, content, heard := yieldHarness(t, YieldWait)
+	a, b := "reg.example/app:v1", "reg.example/other:v1"
+	releaseA := h.svc.block(key(t, a))
+	h.svc.block(key(t, b))
+	h.enqueue(a, 0)
+	h.svc.waitStarted(t, key(t, a))
+
+	h.until(t, "yielding", func() bool {
+		content.writeForeign(h.clock.Now())
+		return h.eng.Yielding().On
+	})
+	if on := <-heard; !on {
+		t.Fatal("listener heard yielding end first")
+	}
+	if y := h.eng.Yielding(); y.Blobs != 1 || testutil.ToFloat64(h.eng.metrics.yielding) != 1 {
+		t.Errorf("yield %+v, gauge %v; want one blob, 1", y, testutil.ToFloat64(h.eng.metrics.yielding))
+	}
+	h.enqueue(b, 0)
+	select {
+	case got := <-h.svc.started:
+		t.Fatalf("pull of %s started while yielding", got)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if len(h.svc.pulled()) != 1 {
+		t.Fatalf("pulls %v, want a's only", h.svc.pulled())
+	}
+	releaseA()
+	if res := h.result(t); !res.Succeeded() {
+		t.Fatalf("a: %+v; a pull under way goes on while yielding", res)
+	}
+
+	content.writeForeign(time.Time{})
+	h.until(t, "yielding ended", func() bool { return !h.eng.Yielding().On })
+	if on := <-heard; on {
+		t.Fatal("listener did not hear yielding end")
+	}
+	h.svc.waitStarted(t, key(t, b))
+}
+
+// TestYieldRequeue: in requeue mode the pull under way is stopped when
+// yielding starts, reported Canceled (no back-off, no failure), and pulled
+// again once yielding ends.
+func TestYieldRequeue(t *testing.T) {
+	h, content, _ := yieldHarness(t, YieldRequeue)
+	a := "reg.example/app:v1"
+	h.svc.block(key(t, a))
+	h.enqueue(a, 0)
+	h.svc.waitStarted(t, key(t, a))
+	h.until(t, "yielding", func() bool {
+		content.writeForeign(h.clock.Now())
+		return h.eng.Yielding().On
+	})
+	res := h.result(t)
+	if res.Class != pull.ClassCanceled || !strings.Contains(res.Message, "pull paused") || !res.RetryAt.IsZero() {
+		t.Fatalf("result %+v, want a pause", res)
+	}
+	if s, _ := h.eng.Status(a); s.State != pull.StateQueued {
+		t.Errorf("status %+v, want queued again", s)
+	}
+	content.writeForeign(time.Time{})
+	h.until(t, "yielding ended", func() bool { return !h.eng.Yielding().On })
+	h.svc.waitStarted(t, key(t, a))
+}
+
+// TestYieldIgnoresOwnAndStale: the engine's own pull's blobs, a blob not
+// written lately and a small one are nobody's pull to yield to.
+func TestYieldIgnoresOwnAndStale(t *testing.T) {
+	h, content, _ := yieldHarness(t, YieldWait)
+	a := "reg.example/app:v1"
+	h.svc.block(key(t, a))
+	h.enqueue(a, 0)
+	h.svc.waitStarted(t, key(t, a))
+	content.mu.Lock()
+	content.ingests[l1Digest] = 2 << 20 // a's own layer
+	content.ingests["sha256:small"] = 100
+	content.ingests[foreignBlob] = 2 << 20
+	content.foreignAt[foreignBlob] = h.clock.Now().Add(-time.Minute) // stale
+	content.mu.Unlock()
+	for range 5 {
+		h.reading(t)
+	}
+	if y := h.eng.Yielding(); y.On {
+		t.Errorf("yielding %+v to the engine's own, a small and a stale blob", y)
+	}
+}
