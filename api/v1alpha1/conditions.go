@@ -107,6 +107,10 @@ const (
 	ConditionDiskPressure = "DiskPressure"
 	// ConditionPinning says whether the images asked to be pinned are.
 	ConditionPinning = "Pinning"
+	// ConditionYielding is on a NodeWarm only while the agent yields to
+	// pulls the runtime makes for someone else (status True, reason
+	// ReasonRuntimePulling): no warm pull starts then.
+	ConditionYielding = "Yielding"
 	// ConditionPullProgress is on a NodeWarm only while the agent cannot
 	// see the bytes of the pulls under way (status False, reason
 	// ReasonNoContentView): no images[].progress, no stalled pulls
@@ -158,6 +162,11 @@ const (
 	// ReasonNothingToPin: the runtime can pin; nothing asks for it.
 	ReasonNothingToPin = "NothingToPin"
 )
+
+// ReasonRuntimePulling is the reason of the NodeWarm's Yielding
+// condition: the runtime writes blobs none of the agent's pulls fetches
+// (the kubelet pulling a starting Pod's image, most likely).
+const ReasonRuntimePulling = "RuntimePulling"
 
 // Reasons of the NodeWarm's PullProgress condition.
 const (

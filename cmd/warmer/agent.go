@@ -52,6 +52,7 @@ type agentFlags struct {
 	progressInterval time.Duration
 	// bytesInterval and stallTimeout: pulls' bytes (content store).
 	bytesInterval, stallTimeout time.Duration
+	yield                       string
 	kubelet                     kubeletFlags
 	startupTaint                string
 	taintDeadline               time.Duration
@@ -78,6 +79,7 @@ func (f *agentFlags) bind(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.progressInterval, "status-progress-interval", 2*time.Second, "How long a change waits before it is written while pulls are under way (and the least time between two such writes); a settled result is written at once.")
 	fs.DurationVar(&f.bytesInterval, "pull-progress-interval", 30*time.Second, "Least time between two NodeWarm writes for which only the bytes of pulls under way moved (images[].progress, the Progress column); 0 writes bytes only along with other changes.")
 	fs.DurationVar(&f.stallTimeout, "pull-stall-timeout", pullengine.DefaultStallTimeout, "Cancel a pull whose bytes have not moved for this long (a registry that holds the connection), with reason Stalled and the usual back-off; 0 never does. At least 10s. Needs containerd's content store (the NodeWarm's PullProgress condition says when it cannot be read).")
+	fs.StringVar(&f.yield, "yield-to-kubelet", string(pullengine.YieldWait), "What the agent does while the runtime pulls blobs none of its pulls fetches (the kubelet pulling a starting Pod's image): wait (start no warm pull until they are in), requeue (also pause the warm pulls under way and queue them again) or off. Needs containerd's content store.")
 	fs.BoolVar(&f.perImageEvents, "per-image-events", false, "Also record the kubelet's Pulling and Pulled events for every image (two events per image per node), besides one Warmed event per ImageWarm.")
 	fs.StringVar(&f.startupTaint, "startup-taint", agent.DefaultStartupTaintKey, "Key of the taint a node may register with to take no Pods until its images are warm: the agent removes it from its node once every ImageWarm with startupTaint that selects the node is warm there. Empty: the agent never touches its node's taints.")
 	fs.DurationVar(&f.taintDeadline, "startup-taint-deadline", agent.DefaultStartupTaintDeadline, "Longest a node keeps the --startup-taint after it registered: then the agent removes it, warm or not, with a Warning event.")
@@ -135,6 +137,11 @@ func (f *agentFlags) validateBytes() error {
 		return usagef("--pull-stall-timeout must be 0 (off) or at least 10s, got %v", f.stallTimeout)
 	case f.bytesInterval < 0:
 		return usagef("--pull-progress-interval must be 0 (off) or positive, got %v", f.bytesInterval)
+	}
+	switch pullengine.YieldMode(f.yield) {
+	case pullengine.YieldOff, pullengine.YieldWait, pullengine.YieldRequeue:
+	default:
+		return usagef("--yield-to-kubelet must be wait, requeue or off, got %q", f.yield)
 	}
 	return nil
 }
@@ -283,6 +290,7 @@ func setupAgent(ctx context.Context, mgr ctrl.Manager, cri *criclient.Client, f 
 		Registerer:           ctrlmetrics.Registry,
 		Clock:                binaryClock,
 		StallTimeout:         f.stallTimeout,
+		Yield:                pullengine.YieldMode(f.yield),
 	}
 	setContent(ctx, a, &opts, cri)
 	if ps := f.credProviders.loaded; ps != nil {

@@ -42,6 +42,9 @@ type Engine interface {
 	DiskUsage(ctx context.Context) pullengine.DiskUsage
 	// Status is the engine's view of one image.
 	Status(image string) (pullengine.Status, bool)
+	// Yielding says whether the engine yields to the runtime's pulls for
+	// others.
+	Yielding() pullengine.Yield
 }
 
 var _ Engine = &pullengine.Engine{}

@@ -28,7 +28,14 @@ type inbox struct {
 	results []pullengine.Result
 }
 
-var _ pullengine.Listener = &inbox{}
+var (
+	_ pullengine.Listener      = &inbox{}
+	_ pullengine.YieldListener = &inbox{}
+)
+
+// Yielding asks for a pass, so that the NodeWarm says whether the engine
+// yields.
+func (b *inbox) Yielding(bool) { b.poke() }
 
 // PullStarted queues a started pull.
 func (b *inbox) PullStarted(ref imageref.Reference, tag string) {

@@ -44,6 +44,7 @@ type Engine struct {
 	last    map[string]Result // last finished pull, by normalised reference
 	needs   map[string]int64  // compressed bytes an image that did not fit had to fetch (fit.go)
 	yield   Yield             // whether the engine yields to the runtime's other pulls (yield.go)
+	mine    map[string]bool   // the blobs its pulls fetch, as the watcher last saw them
 	seq     uint64
 	ctx     context.Context // Start's: the parent of every pull
 	log     logr.Logger

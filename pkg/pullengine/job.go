@@ -98,6 +98,9 @@ func (e *Engine) run(ctx context.Context, j *job, siblings []string) {
 		e.finish(j, res)
 		return
 	}
+	if e.yieldFirst(ctx, j) {
+		return
+	}
 	// The clock's timer, not context.WithTimeout, so tests can move time.
 	timer := e.clock.AfterFunc(j.timeout, func() { j.cancel(errTimedOut) })
 	e.metrics.pullsInFlight.Inc()

@@ -18,7 +18,7 @@ import (
 func (e *Engine) watch(ctx context.Context) {
 	timer := e.clock.NewTimer(e.watchEvery)
 	defer timer.Stop()
-	w := &watcher{tracks: map[*job]*track{}}
+	w := &watcher{tracks: map[*job]*track{}, ended: map[*track]time.Time{}}
 	for {
 		select {
 		case <-ctx.Done():
@@ -47,6 +47,10 @@ const resolvingFor = 10 * time.Second
 type watcher struct {
 	tracks  map[*job]*track
 	foreign map[string]bool
+	// ended are the tracks of pulls that ended lately, by when: a
+	// cancelled pull's blob stays fresh for a moment, and is no one
+	// else's.
+	ended map[*track]time.Time
 }
 
 // watchOnce takes one reading of every running pull, and closes the
@@ -56,8 +60,8 @@ type watcher struct {
 func (e *Engine) watchOnce(ctx context.Context, w *watcher) (resolving bool) {
 	tracks := w.tracks
 	jobs := e.pulling()
-	e.closeTracks(tracks, jobs)
 	now := e.clock.Now()
+	e.closeTracks(w, jobs, now)
 	if len(jobs) == 0 && !e.waiting() {
 		e.metrics.throughput.Set(0)
 		e.yieldTo(nil, nil, now)
@@ -66,7 +70,7 @@ func (e *Engine) watchOnce(ctx context.Context, w *watcher) (resolving bool) {
 	}
 	ingests, err := e.content.Ingests(ctx)
 	if err == nil {
-		f := foreign(ingests, tracks, now)
+		f := foreign(ingests, w.mine(), now)
 		e.yieldTo(f, w.foreign, now)
 		w.foreign = f
 	}
@@ -99,6 +103,10 @@ func (e *Engine) watchOnce(ctx context.Context, w *watcher) (resolving bool) {
 		resolving = resolving || (!p.Known && now.Sub(j.startedAt) < resolvingFor)
 	}
 	e.metrics.throughput.Set(rate)
+	mine := w.mine()
+	e.mu.Lock()
+	e.mine = mine
+	e.mu.Unlock()
 	if err != nil {
 		e.logger().V(1).Info("Reading the runtime's content store failed; pull progress not updated", "error", err.Error())
 	}
@@ -108,11 +116,17 @@ func (e *Engine) watchOnce(ctx context.Context, w *watcher) (resolving bool) {
 // closeTracks drops the tracks of pulls no longer running. A pull that
 // succeeded fetched what was still missing at its last reading: those
 // bytes are counted now, as no reading will see them arrive.
-func (e *Engine) closeTracks(tracks map[*job]*track, running []*job) {
-	for j, t := range tracks {
+func (e *Engine) closeTracks(w *watcher, running []*job, now time.Time) {
+	for t, at := range w.ended {
+		if now.Sub(at) > foreignFresh {
+			delete(w.ended, t)
+		}
+	}
+	for j, t := range w.tracks {
 		if slices.Contains(running, j) {
 			continue
 		}
+		w.ended[t] = now
 		e.mu.Lock()
 		ok := j.succeeded
 		e.mu.Unlock()
@@ -120,7 +134,7 @@ func (e *Engine) closeTracks(tracks map[*job]*track, running []*job) {
 			t.fetched += t.p.Total - t.p.Done
 			e.metrics.fetchedBytes.Add(float64(t.newlyFetched()))
 		}
-		delete(tracks, j)
+		delete(w.tracks, j)
 	}
 }
 

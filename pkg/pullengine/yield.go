@@ -1,9 +1,12 @@
 package pullengine
 
 import (
+	"container/heap"
+	"context"
 	"time"
 
 	"github.com/warmer-dev/warmer/pkg/criclient/content"
+	"github.com/warmer-dev/warmer/pkg/pullengine/pull"
 )
 
 // The kubelet pulls a starting Pod's image through the same runtime, over
@@ -37,13 +40,8 @@ type YieldListener interface {
 	Yielding(on bool)
 }
 
-// Yield is whether the engine is yielding, since when, and to how many
-// blobs being written for someone else.
-type Yield struct {
-	On    bool
-	Since time.Time
-	Blobs int
-}
+// Yield is whether the engine is yielding (pull.Yield).
+type Yield = pull.Yield
 
 // foreignFresh is how recently a blob must have been written to count as
 // being pulled; stale ingests (a cancelled pull's partial blob) linger.
@@ -70,16 +68,28 @@ func (e *Engine) Yielding() Yield {
 	return e.yield
 }
 
-// foreign returns the blobs being written, lately, for pulls other than
-// the engine's: not named by any manifest the engine's pulls fetch.
-func foreign(ingests []content.Ingest, tracks map[*job]*track, now time.Time) map[string]bool {
-	mine := map[string]bool{}
-	for _, t := range tracks {
-		mine[t.manifest] = true
+// mine is the set of blobs the engine's pulls fetch, or fetched until
+// lately: what their manifests name.
+func (w *watcher) mine() map[string]bool {
+	out := map[string]bool{}
+	add := func(t *track) {
+		out[t.manifest] = true
 		for _, b := range t.blobs {
-			mine[b.digest] = true
+			out[b.digest] = true
 		}
 	}
+	for _, t := range w.tracks {
+		add(t)
+	}
+	for t := range w.ended {
+		add(t)
+	}
+	return out
+}
+
+// foreign returns the blobs being written, lately, for pulls other than
+// the engine's: large, and not among mine.
+func foreign(ingests []content.Ingest, mine map[string]bool, now time.Time) map[string]bool {
 	out := map[string]bool{}
 	for _, in := range ingests {
 		if in.Digest == "" || mine[in.Digest] || now.Sub(in.UpdatedAt) > foreignFresh || max(in.Total, in.Offset) < foreignMin {
@@ -91,9 +101,9 @@ func foreign(ingests []content.Ingest, tracks map[*job]*track, now time.Time) ma
 }
 
 // yieldTo updates the engine's yielding from the foreign blobs of this
-// reading and of the last (a blob counts once seen in both: a pull of the
-// engine's whose manifest is not found yet writes blobs it cannot tell
-// from others' for a moment).
+// reading and of the last. It starts once a blob is seen in both (a pull
+// of the engine's whose manifest is not found yet writes blobs it cannot
+// tell from others' for a moment) and lasts while any is seen.
 func (e *Engine) yieldTo(now, last map[string]bool, at time.Time) {
 	n := 0
 	for d := range now {
@@ -101,9 +111,10 @@ func (e *Engine) yieldTo(now, last map[string]bool, at time.Time) {
 			n++
 		}
 	}
-	on := e.yieldMode != YieldOff && n > 0
 	e.mu.Lock()
 	was := e.yield.On
+	on := e.yieldMode != YieldOff && (n > 0 || (was && len(now) > 0))
+	n = max(n, len(now))
 	switch {
 	case on && !was:
 		e.yield = Yield{On: true, Since: at, Blobs: n}
@@ -118,19 +129,86 @@ func (e *Engine) yieldTo(now, last map[string]bool, at time.Time) {
 		stop = e.requeueRunningLocked()
 	}
 	e.mu.Unlock()
-	if on == was {
-		return
+	if on != was {
+		e.yieldChanged(on, n, len(stop))
 	}
+}
+
+// yieldChanged tells the metrics, the log and the listener that yielding
+// started or ended.
+func (e *Engine) yieldChanged(on bool, blobs, stopped int) {
 	e.metrics.yielding.Set(boolGauge(on))
 	if on {
 		e.metrics.yields.Inc()
-		e.logger().Info("Yielding to a pull the runtime makes for someone else", "blobs", n, "mode", string(e.yieldMode), "stopped", len(stop))
+		e.logger().Info("Yielding to a pull the runtime makes for someone else", "blobs", blobs, "mode", string(e.yieldMode), "stopped", stopped)
 	} else {
 		e.logger().Info("No longer yielding")
 	}
 	if yl, ok := e.listener.(YieldListener); ok {
 		yl.Yielding(on)
 	}
+}
+
+// yieldFirst looks, before a pull starts, for the runtime's pulls for
+// others: the watcher reads the store only while the engine has pulls, so
+// the first pull of a warm would otherwise start beside the kubelet's.
+// When there are such, the engine yields at once and the job goes back to
+// the queue; it says so. It does not look while a pull of the engine's has
+// no manifest found (its blobs could be taken for another's).
+func (e *Engine) yieldFirst(ctx context.Context, j *job) bool {
+	if e.yieldMode == YieldOff || e.content == nil {
+		return false
+	}
+	e.mu.Lock()
+	mine, sure := e.mine, !e.resolvingLocked(j)
+	e.mu.Unlock()
+	if !sure {
+		return false
+	}
+	ingests, err := e.content.Ingests(ctx)
+	if err != nil {
+		return false
+	}
+	now := e.clock.Now()
+	f := foreign(ingests, mine, now)
+	if len(f) == 0 {
+		return false
+	}
+	e.mu.Lock()
+	was := e.yield.On
+	if !was {
+		e.yield = Yield{On: true, Since: now, Blobs: len(f)}
+	}
+	e.handBackLocked(j)
+	e.mu.Unlock()
+	if !was {
+		e.yieldChanged(true, len(f), 0)
+	}
+	return true
+}
+
+// resolvingLocked says whether a running pull other than skip has no
+// manifest found yet.
+func (e *Engine) resolvingLocked(skip *job) bool {
+	for _, j := range e.jobs {
+		if j != skip && j.running && (j.progress == nil || !j.progress.Known) {
+			return true
+		}
+	}
+	return false
+}
+
+// handBackLocked puts a job popped to run back in the queue, unstarted.
+func (e *Engine) handBackLocked(j *job) {
+	r := e.repos[j.ref.Name()]
+	r.running = nil
+	for _, p := range r.parked {
+		heap.Push(&e.queue, p)
+	}
+	r.parked = nil
+	j.running = false
+	heap.Push(&e.queue, j)
+	e.metrics.pullsQueued.Inc()
 }
 
 // requeueRunningLocked stops the running pulls and queues each again, to

@@ -140,3 +140,29 @@ func TestYieldIgnoresOwnAndStale(t *testing.T) {
 		t.Errorf("yielding %+v to the engine's own, a small and a stale blob", y)
 	}
 }
+
+// TestYieldBeforeFirstPull: the runtime is already pulling for someone
+// else when the first pull of a warm is asked for: it does not start
+// (the watcher was not reading the store yet), and starts once the other
+// pull is done.
+func TestYieldBeforeFirstPull(t *testing.T) {
+	h, content, heard := yieldHarness(t, YieldWait)
+	a := "reg.example/app:v1"
+	h.svc.block(key(t, a))
+	content.writeForeign(h.clock.Now())
+	h.enqueue(a, 0)
+	if on := <-heard; !on || !h.eng.Yielding().On {
+		t.Fatalf("not yielding before the first pull: %+v", h.eng.Yielding())
+	}
+	select {
+	case got := <-h.svc.started:
+		t.Fatalf("pull of %s started beside another pull", got)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if s, _ := h.eng.Status(a); s.State != pull.StateQueued {
+		t.Errorf("status %+v, want queued", s)
+	}
+	content.writeForeign(time.Time{})
+	h.until(t, "yielding ended", func() bool { return !h.eng.Yielding().On })
+	h.svc.waitStarted(t, key(t, a))
+}

@@ -55,6 +55,9 @@ type Input struct {
 	// ContentUnable says why the engine cannot see the bytes of pulls
 	// (no content store); empty when it can.
 	ContentUnable string
+	// Yield says whether the engine yields to the runtime's pulls for
+	// others.
+	Yield pull.Yield
 	// EvictionBackOff spaces the pulls of an image the node keeps
 	// removing.
 	EvictionBackOff BackOff
@@ -711,6 +714,7 @@ func (p *planner) finishStatus(st warmv1.NodeWarmStatus) warmv1.NodeWarmStatus {
 	st.Conditions = diskCondition(st.Conditions, p.in.Disk, now)
 	st.Conditions = pinningCondition(st.Conditions, p.in.Pins, p.pinTally, now)
 	st.Conditions = progressCondition(st.Conditions, p.in.ContentUnable, now)
+	st.Conditions = yieldCondition(st.Conditions, p.in.Yield, now)
 	st.Conditions = listedCondition(st.Conditions, wanted, now)
 	return st
 }

@@ -87,3 +87,17 @@ func progressCondition(conds []metav1.Condition, unable string, now metav1.Time)
 		Message: truncate.String(unable+"; pulls go on without progress or stall detection", warmv1.MaxConditionMessageLength),
 	}, now)
 }
+
+// yieldCondition returns conds with Yielding True while the engine yields
+// to the runtime's pulls for others, else without it.
+func yieldCondition(conds []metav1.Condition, y pull.Yield, now metav1.Time) []metav1.Condition {
+	if !y.On {
+		meta.RemoveStatusCondition(&conds, warmv1.ConditionYielding)
+		return conds
+	}
+	return setCondition(conds, metav1.Condition{Type: warmv1.ConditionYielding, Status: metav1.ConditionTrue,
+		Reason: warmv1.ReasonRuntimePulling,
+		Message: fmt.Sprintf("The runtime is pulling %d blobs none of the agent's pulls fetch (a starting Pod, most likely): no warm pull starts until they are in",
+			y.Blobs),
+	}, now)
+}
