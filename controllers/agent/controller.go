@@ -304,7 +304,7 @@ func (a *NodeAgent) gather(ctx context.Context, nw *warmv1.NodeWarm, desired pla
 		Started: started, Results: results, Disk: a.Engine.DiskUsage(ctx),
 		Conditions: nw.Status.Conditions, RuntimeInfo: a.Runtime, CredentialProviders: a.CredentialProviders, Resync: a.ResyncPeriod,
 		PerImageEvents: a.PerImageEvents, State: a.carry.plan,
-		Pins: a.pinView(ctx), ContentUnable: a.ContentUnable,
+		Pins: a.pinView(ctx), ContentUnable: a.ContentUnable, Yield: a.Engine.Yielding(),
 		EvictionBackOff: plan.BackOff{Initial: a.EvictionBackOffInitial, Max: a.EvictionBackOffMax},
 	}, nil
 }
