@@ -1,16 +1,20 @@
 package faults
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
 	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // SlowProxy is a TCP proxy on loopback that passes a registry's responses
 // through at a fixed rate, so pulls take long enough to be caught under
-// way (cancellation, deletion mid-pull).
+// way (cancellation, deletion mid-pull). Each connection has the rate to
+// itself, unless the proxy is a shared link (StartLinkProxy).
 type SlowProxy struct {
 	// Host is host:port, to use in image references instead of the
 	// registry's.
@@ -18,7 +22,8 @@ type SlowProxy struct {
 
 	l      net.Listener
 	target string
-	rate   int // bytes per second, registry to client
+	rate   int           // bytes per second, registry to client
+	link   *rate.Limiter // shared by every connection; nil: none
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -36,6 +41,18 @@ func StartSlowProxy(t TB, target string, bytesPerSecond int) *SlowProxy {
 	p.wg.Add(1)
 	go p.serve()
 	t.Cleanup(p.Close)
+	return p
+}
+
+// StartLinkProxy proxies to target ("127.0.0.1:port") over one link of
+// bytesPerSecond that every connection shares, as pulls share a node's
+// network link, and stops at cleanup.
+func StartLinkProxy(t TB, target string, bytesPerSecond int) *SlowProxy {
+	t.Helper()
+	p := StartSlowProxy(t, target, bytesPerSecond)
+	p.mu.Lock()
+	p.link = rate.NewLimiter(rate.Limit(bytesPerSecond), max(bytesPerSecond/20, 64<<10))
+	p.mu.Unlock()
 	return p
 }
 
@@ -88,7 +105,14 @@ func (p *SlowProxy) handle(client net.Conn) {
 	}
 	done := make(chan struct{}, 2)
 	go func() { _, _ = io.Copy(server, client); done <- struct{}{} }()
-	go func() { _ = copySlowly(client, server, p.rate); done <- struct{}{} }()
+	p.mu.Lock()
+	link := p.link
+	p.mu.Unlock()
+	if link != nil {
+		go func() { _ = copyShared(client, server, link); done <- struct{}{} }()
+	} else {
+		go func() { _ = copySlowly(client, server, p.rate); done <- struct{}{} }()
+	}
 	<-done
 }
 
@@ -115,5 +139,28 @@ func copySlowly(dst io.Writer, src io.Reader, rate int) error {
 			return err
 		}
 		time.Sleep(step - time.Since(start))
+	}
+}
+
+// copyShared copies src to dst, each chunk waiting for its bytes on the
+// shared link.
+func copyShared(dst io.Writer, src io.Reader, link *rate.Limiter) error {
+	buf := make([]byte, min(link.Burst(), 32<<10))
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if werr := link.WaitN(context.Background(), n); werr != nil {
+				return werr
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return werr
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
 	}
 }
