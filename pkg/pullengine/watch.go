@@ -64,14 +64,14 @@ func (e *Engine) watchOnce(ctx context.Context, w *watcher) (resolving bool) {
 	e.closeTracks(w, jobs, now)
 	if len(jobs) == 0 && !e.waiting() {
 		e.metrics.throughput.Set(0)
-		e.yieldTo(nil, nil, now)
+		e.yieldTo(nil, nil, false, now)
 		w.foreign = nil
 		return false
 	}
 	ingests, err := e.content.Ingests(ctx)
 	if err == nil {
 		f := foreign(ingests, w.mine(), now)
-		e.yieldTo(f, w.foreign, now)
+		e.yieldTo(f, w.foreign, w.resolved(jobs), now)
 		w.foreign = f
 	}
 	var rate float64
@@ -136,6 +136,16 @@ func (e *Engine) closeTracks(w *watcher, running []*job, now time.Time) {
 		}
 		delete(w.tracks, j)
 	}
+}
+
+// resolved says whether every running pull's manifest was found.
+func (w *watcher) resolved(running []*job) bool {
+	for _, j := range running {
+		if t := w.tracks[j]; t == nil || !t.p.Known {
+			return false
+		}
+	}
+	return true
 }
 
 // waiting says whether pulls are queued, or the engine yields.

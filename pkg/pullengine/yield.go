@@ -101,13 +101,14 @@ func foreign(ingests []content.Ingest, mine map[string]bool, now time.Time) map[
 }
 
 // yieldTo updates the engine's yielding from the foreign blobs of this
-// reading and of the last. It starts once a blob is seen in both (a pull
-// of the engine's whose manifest is not found yet writes blobs it cannot
-// tell from others' for a moment) and lasts while any is seen.
-func (e *Engine) yieldTo(now, last map[string]bool, at time.Time) {
+// reading and of the last. It starts once a blob is seen in both, or in
+// this one alone when sure (every pull of the engine's has its manifest
+// found: one whose manifest is not found yet writes blobs it cannot tell
+// from others' for a moment), and lasts while any is seen.
+func (e *Engine) yieldTo(now, last map[string]bool, sure bool, at time.Time) {
 	n := 0
 	for d := range now {
-		if last[d] {
+		if last[d] || sure {
 			n++
 		}
 	}
