@@ -45,6 +45,7 @@ type Engine struct {
 	needs   map[string]int64  // compressed bytes an image that did not fit had to fetch (fit.go)
 	yield   Yield             // whether the engine yields to the runtime's other pulls (yield.go)
 	mine    map[string]bool   // the blobs its pulls fetch, as the watcher last saw them
+	busy    chan struct{}     // wakes the watcher at rest when a job is queued
 	seq     uint64
 	ctx     context.Context // Start's: the parent of every pull
 	log     logr.Logger
@@ -70,6 +71,7 @@ func New(svc ImageService, opts Options) *Engine {
 		repos: map[string]*repo{},
 		last:  map[string]Result{},
 		needs: map[string]int64{},
+		busy:  make(chan struct{}, 1),
 		log:   logr.Discard(),
 	}
 	e.guard = &diskGuard{svc: svc, threshold: opts.DiskThresholdPercent, interval: opts.DiskCheckInterval,

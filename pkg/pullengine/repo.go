@@ -65,6 +65,10 @@ func (e *Engine) addJobLocked(j *job) {
 	r.jobs++
 	heap.Push(&e.queue, j)
 	e.metrics.pullsQueued.Inc()
+	select {
+	case e.busy <- struct{}{}:
+	default:
+	}
 }
 
 // removeQueuedLocked takes a job that has not started out of the engine.

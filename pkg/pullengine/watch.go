@@ -25,8 +25,18 @@ func (e *Engine) watch(ctx context.Context) {
 			return
 		case <-timer.C():
 		}
+		resolving, idle := e.watchOnce(ctx, w)
+		if idle {
+			// Nothing to watch: sleep until a job is queued, so an
+			// agent at rest is not woken every second.
+			select {
+			case <-ctx.Done():
+				return
+			case <-e.busy:
+			}
+		}
 		next := e.watchEvery
-		if e.watchOnce(ctx, w) {
+		if resolving {
 			next = min(next, resolvingPoll)
 		}
 		timer.Reset(next)
@@ -56,8 +66,10 @@ type watcher struct {
 // watchOnce takes one reading of every running pull, and closes the
 // tracks of pulls that ended since the last; while pulls wait, it also
 // looks for the runtime's pulls for others (yield.go). It says whether a
-// pull that started lately still has no manifest found.
-func (e *Engine) watchOnce(ctx context.Context, w *watcher) (resolving bool) {
+// pull that started lately still has no manifest found, and whether there
+// was nothing to watch (no pull, none queued, not yielding, no track left
+// to close).
+func (e *Engine) watchOnce(ctx context.Context, w *watcher) (resolving, idle bool) {
 	tracks := w.tracks
 	jobs := e.pulling()
 	now := e.clock.Now()
@@ -66,7 +78,7 @@ func (e *Engine) watchOnce(ctx context.Context, w *watcher) (resolving bool) {
 		e.metrics.throughput.Set(0)
 		e.yieldTo(nil, nil, false, now)
 		w.foreign = nil
-		return false
+		return false, len(w.ended) == 0
 	}
 	ingests, err := e.content.Ingests(ctx)
 	if err == nil {
@@ -110,7 +122,7 @@ func (e *Engine) watchOnce(ctx context.Context, w *watcher) (resolving bool) {
 	if err != nil {
 		e.logger().V(1).Info("Reading the runtime's content store failed; pull progress not updated", "error", err.Error())
 	}
-	return resolving
+	return resolving, false
 }
 
 // closeTracks drops the tracks of pulls no longer running. A pull that
