@@ -101,9 +101,9 @@ BENCH_ROUNDS ?= 5
 BENCH_FULL ?=
 
 .PHONY: bench
-bench: testbed ## Benchmarks (docs/performance.md): time to warm, engine vs CRI, a simulated fleet, the agent's footprint, hot paths; one summary table.
+bench: testbed ## Benchmarks (docs/performance.md): time to warm, engine vs CRI, a Pod's pull beside a warm, a simulated fleet, the agent's footprint, hot paths; one summary table.
 	assets="$(ASSETS)"; export KUBEBUILDER_ASSETS="$$assets" PATH="$$PATH:$$assets" BENCH_FULL="$(BENCH_FULL)"; { \
-		go test -p 1 -run '^$$' -bench 'BenchmarkWarm|BenchmarkTimeToWarm' -benchtime $(BENCH_ROUNDS)x -timeout 60m ./pkg/pullengine ./test/perf && \
+		go test -p 1 -run '^$$' -bench 'BenchmarkWarm|BenchmarkTimeToWarm|BenchmarkKubeletBesideWarm' -benchtime $(BENCH_ROUNDS)x -timeout 60m ./pkg/pullengine ./test/perf && \
 		go test -run '^$$' -bench 'BenchmarkScale|BenchmarkAgentFootprint' -benchtime 1x -timeout 90m ./test/perf && \
 		go test -p 1 -run '^$$' -bench 'BenchmarkPresence2000|BenchmarkAggregate1000|BenchmarkDesired1000|BenchmarkImageWarmStatusSize|BenchmarkNodeWarmSize' -benchmem ./pkg/pullengine ./controllers/imagewarm ./controllers/agent/plan; \
 	} 2>&1 | go run ./test/perf/benchtable
