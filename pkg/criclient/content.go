@@ -65,9 +65,8 @@ type ContentStore struct {
 // not: the runtime is not containerd (CRI-O keeps its blobs out of any
 // API), or its content API does not answer.
 func (c *Client) ContentStore(ctx context.Context) (*ContentStore, error) {
-	name, ver := c.version.GetRuntimeName(), c.version.GetRuntimeVersion()
-	if name != "containerd" {
-		return nil, fmt.Errorf("%w: runtime %s %s is not containerd", ErrNoContentView, name, ver)
+	if err := c.containerdOnly(ErrNoContentView); err != nil {
+		return nil, err
 	}
 	s := newContentStore(c.conn, c.timeout)
 	if _, err := s.Ingests(ctx); err != nil {

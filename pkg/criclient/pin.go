@@ -75,10 +75,10 @@ type Pinner struct {
 // or does not answer its images API (a proxy in front of it serving only
 // CRI, say).
 func (c *Client) Pinner(ctx context.Context) (*Pinner, error) {
-	name, ver := c.version.GetRuntimeName(), c.version.GetRuntimeVersion()
-	if name != "containerd" {
-		return nil, fmt.Errorf("%w: runtime %s %s is not containerd", ErrCannotPin, name, ver)
+	if err := c.containerdOnly(ErrCannotPin); err != nil {
+		return nil, err
 	}
+	ver := c.version.GetRuntimeVersion()
 	if !atLeast(ver, 1, 7) {
 		return nil, fmt.Errorf("%w: containerd %s does not report pinned images to the kubelet (1.7 and later do)", ErrCannotPin, ver)
 	}
@@ -91,6 +91,16 @@ func (c *Client) Pinner(ctx context.Context) (*Pinner, error) {
 
 func newPinner(conn grpc.ClientConnInterface, timeout time.Duration) *Pinner {
 	return &Pinner{images: imagesapi.NewImagesClient(conn), timeout: timeout}
+}
+
+// containerdOnly is nil on containerd, else an error wrapping sentinel
+// that names the runtime: pins and the content store are containerd's
+// own APIs.
+func (c *Client) containerdOnly(sentinel error) error {
+	if name := c.version.GetRuntimeName(); name != "containerd" {
+		return fmt.Errorf("%w: runtime %s %s is not containerd", sentinel, name, c.version.GetRuntimeVersion())
+	}
+	return nil
 }
 
 // atLeast reports whether version ("v2.4.2", "1.7.0~ds1", "1.6.20") is at

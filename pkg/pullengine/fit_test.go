@@ -40,9 +40,7 @@ func TestTooBigCancelledThenHeld(t *testing.T) {
 	fs := &fakeFs{stats: FsStats{CapacityBytes: 10_000, AvailableBytes: 3_000}} // 1,000 below 80 %
 	h := newHarness(t, Options{Content: content, ImageFs: fs})
 	img := "reg.example/app:v1"
-	h.svc.block(key(t, img))
-	h.enqueue(img, 0)
-	h.svc.waitStarted(t, key(t, img))
+	h.pulling(t, img)
 	h.waitTimers(t, 2)
 	h.clock.Step(time.Second) // the watcher's first reading finds the manifest
 	res := h.result(t)

@@ -95,9 +95,7 @@ func TestProgressAndStall(t *testing.T) {
 	content := newFakeContent(time.Unix(1_000_000, 0))
 	h := newHarness(t, Options{Content: content, StallTimeout: 30 * time.Second})
 	img := "reg.example/app:v1"
-	h.svc.block(key(t, img))
-	h.enqueue(img, 0)
-	h.svc.waitStarted(t, key(t, img))
+	h.pulling(t, img)
 	h.waitTimers(t, 2)
 
 	content.write(l1Digest, 100)
@@ -143,9 +141,7 @@ func TestProgressUnknownDoesNotStall(t *testing.T) {
 	content := newFakeContent(time.Unix(1_000_000, 0).Add(-time.Minute))
 	h := newHarness(t, Options{Content: content, StallTimeout: 5 * time.Second})
 	img := "reg.example/app:v1"
-	release := h.svc.block(key(t, img))
-	h.enqueue(img, 0)
-	h.svc.waitStarted(t, key(t, img))
+	release := h.pulling(t, img)
 	h.waitTimers(t, 2)
 	for range 10 {
 		h.reading(t)
@@ -182,9 +178,7 @@ func TestProgressCountsTheRestOnSuccess(t *testing.T) {
 	content := newFakeContent(time.Unix(1_000_000, 0))
 	h := newHarness(t, Options{Content: content})
 	img := "reg.example/app:v1"
-	release := h.svc.block(key(t, img))
-	h.enqueue(img, 0)
-	h.svc.waitStarted(t, key(t, img))
+	release := h.pulling(t, img)
 	h.waitTimers(t, 2)
 	content.write(l1Digest, 400)
 	h.reading(t)

@@ -37,6 +37,25 @@ func yieldHarness(t *testing.T, mode YieldMode) (*harness, *fakeContent, chan bo
 	return h, content, heard
 }
 
+// pulling starts a pull of image that hangs until release is called.
+func (h *harness) pulling(t *testing.T, image string) (release func()) {
+	t.Helper()
+	release = h.svc.block(key(t, image))
+	h.enqueue(image, 0)
+	h.svc.waitStarted(t, key(t, image))
+	return release
+}
+
+// othersPull has the runtime write a blob for someone else until the
+// engine yields.
+func (h *harness) othersPull(t *testing.T, content *fakeContent) {
+	t.Helper()
+	h.until(t, "yielding", func() bool {
+		content.writeForeign(h.clock.Now())
+		return h.eng.Yielding().On
+	})
+}
+
 // until steps the fake clock a second at a time until cond holds.
 func (h *harness) until(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -57,15 +76,9 @@ func (h *harness) until(t *testing.T, what string, cond func() bool) {
 func TestYieldWait(t *testing.T) {
 	h, content, heard := yieldHarness(t, YieldWait)
 	a, b := "reg.example/app:v1", "reg.example/other:v1"
-	releaseA := h.svc.block(key(t, a))
+	releaseA := h.pulling(t, a)
 	h.svc.block(key(t, b))
-	h.enqueue(a, 0)
-	h.svc.waitStarted(t, key(t, a))
-
-	h.until(t, "yielding", func() bool {
-		content.writeForeign(h.clock.Now())
-		return h.eng.Yielding().On
-	})
+	h.othersPull(t, content)
 	if on := <-heard; !on {
 		t.Fatal("listener heard yielding end first")
 	}
@@ -100,13 +113,8 @@ func TestYieldWait(t *testing.T) {
 func TestYieldRequeue(t *testing.T) {
 	h, content, _ := yieldHarness(t, YieldRequeue)
 	a := "reg.example/app:v1"
-	h.svc.block(key(t, a))
-	h.enqueue(a, 0)
-	h.svc.waitStarted(t, key(t, a))
-	h.until(t, "yielding", func() bool {
-		content.writeForeign(h.clock.Now())
-		return h.eng.Yielding().On
-	})
+	h.pulling(t, a)
+	h.othersPull(t, content)
 	res := h.result(t)
 	if res.Class != pull.ClassCanceled || !strings.Contains(res.Message, "pull paused") || !res.RetryAt.IsZero() {
 		t.Fatalf("result %+v, want a pause", res)
@@ -123,10 +131,7 @@ func TestYieldRequeue(t *testing.T) {
 // written lately and a small one are nobody's pull to yield to.
 func TestYieldIgnoresOwnAndStale(t *testing.T) {
 	h, content, _ := yieldHarness(t, YieldWait)
-	a := "reg.example/app:v1"
-	h.svc.block(key(t, a))
-	h.enqueue(a, 0)
-	h.svc.waitStarted(t, key(t, a))
+	h.pulling(t, "reg.example/app:v1")
 	content.mu.Lock()
 	content.ingests[l1Digest] = 2 << 20 // a's own layer
 	content.ingests["sha256:small"] = 100

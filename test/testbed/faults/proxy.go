@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"sync"
-	"time"
 
 	"golang.org/x/time/rate"
 )
@@ -108,45 +107,21 @@ func (p *SlowProxy) handle(client net.Conn) {
 	p.mu.Lock()
 	link := p.link
 	p.mu.Unlock()
-	if link != nil {
-		go func() { _ = copyShared(client, server, link); done <- struct{}{} }()
-	} else {
-		go func() { _ = copySlowly(client, server, p.rate); done <- struct{}{} }()
+	if link == nil {
+		// The connection's own rate, in chunks of a twentieth of it.
+		link = rate.NewLimiter(rate.Limit(p.rate), max(p.rate/20, 1))
 	}
+	go func() { _ = copyLimited(client, server, link); done <- struct{}{} }()
 	<-done
 }
 
-// copySlowly copies src to dst at about rate bytes a second, at most one
-// chunk per 50 ms step.
-func copySlowly(dst io.Writer, src io.Reader, rate int) error {
-	const step = 50 * time.Millisecond
-	chunk := max(rate/int(time.Second/step), 1)
-	buf := make([]byte, chunk)
-	for {
-		start := time.Now()
-		// Read, not ReadFull: a short response must not wait for a full
-		// chunk that never comes on a kept-alive connection.
-		n, err := src.Read(buf)
-		if n > 0 {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return werr
-			}
-		}
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		time.Sleep(step - time.Since(start))
-	}
-}
-
-// copyShared copies src to dst, each chunk waiting for its bytes on the
-// shared link.
-func copyShared(dst io.Writer, src io.Reader, link *rate.Limiter) error {
+// copyLimited copies src to dst, each chunk waiting for its bytes on
+// link: the connection's own, or one that several share.
+func copyLimited(dst io.Writer, src io.Reader, link *rate.Limiter) error {
 	buf := make([]byte, min(link.Burst(), 32<<10))
 	for {
+		// Read, not ReadFull: a short response must not wait for a full
+		// chunk that never comes on a kept-alive connection.
 		n, err := src.Read(buf)
 		if n > 0 {
 			if werr := link.WaitN(context.Background(), n); werr != nil {
