@@ -231,11 +231,13 @@ type FleetPullProgress struct {
 	// bytesDone is how many of bytesTotal those nodes have.
 	// +required
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=999999999999999999
 	BytesDone int64 `json:"bytesDone"`
 	// bytesTotal is the size of the images those nodes are pulling,
 	// summed over the nodes.
 	// +required
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=999999999999999999
 	BytesTotal int64 `json:"bytesTotal"`
 	// slowestNode is the node with the longest time left, or, where no
 	// node has a rate to go by, the most bytes left.
@@ -245,6 +247,7 @@ type FleetPullProgress struct {
 	// slowestSecondsLeft is slowestNode's estimate of its time left.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=9999999
 	SlowestSecondsLeft *int64 `json:"slowestSecondsLeft,omitempty"`
 }
 

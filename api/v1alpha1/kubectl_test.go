@@ -67,12 +67,13 @@ func testKubectl(t *testing.T, cp *testbed.ControlPlane) {
 		if err := cp.Client.Create(ctx, nw); err != nil {
 			t.Fatal(err)
 		}
-		nw.Status = warmv1.NodeWarmStatus{Desired: 4, Present: 2, Pulling: 1, Failed: 1}
+		nw.Status = warmv1.NodeWarmStatus{Desired: 4, Present: 2, Pulling: 1, Failed: 1, Progress: "3.0 MiB of 16 MiB (18%), 9s left"}
 		if err := cp.Client.Status().Update(ctx, nw); err != nil {
 			t.Fatal(err)
 		}
 		rows := fields(kubectl(t, cp, "get", "nw", "kubectl-node"))
-		want := [][]string{{"NAME", "DESIRED", "PRESENT", "PULLING", "FAILED", "AGE"}, {"kubectl-node", "4", "2", "1", "1"}}
+		want := [][]string{{"NAME", "DESIRED", "PRESENT", "PULLING", "FAILED", "PROGRESS", "AGE"},
+			{"kubectl-node", "4", "2", "1", "1", "3.0", "MiB", "of", "16", "MiB", "(18%),", "9s", "left"}}
 		checkTable(t, rows, want)
 	})
 	t.Run("explain", func(t *testing.T) {

@@ -22,18 +22,20 @@ package v1alpha1
 // widest characters and every list full, marshals them and checks them
 // against StatusBudget; TestAPI writes one to a real API server.
 //
-// NodeWarm, per image (NodeImage), worst case 1,206 bytes: image 544
+// NodeWarm, per image (NodeImage), worst case 1,415 bytes: image 544
 // (a 512-character spec reference, normalised) + digest 135 + reason 64 +
-// message 256 characters of plain text, a count at its longest, a
-// timestamp, 16 indices of up to three digits, and the keys: 512 of them
-// take 617 KB. The warms list takes 512 x 415 bytes (a 63-character
-// namespace, a 253-character name, a 19-digit generation, a 16-digit
-// hash of the resolved images) = 213 KB; conditions (8, messages capped
-// at 1024 characters by a rule, 6 bytes each) 63 KB; runtime and image
-// filesystem 27 KB. 938,913 bytes (0.90 MiB) in all, under StatusBudget
-// with 109 KB to spare for small per-image fields to come (20 more bytes
-// an image cost 10 KB). 1,024 images would take 1.5 MiB: 512 is the
-// bound.
+// message 256 characters of plain text + secretsNamespace 63, a count at
+// its longest, a timestamp, 16 indices of up to three digits, verified,
+// pinned, a pull's progress (bytes bounded to 15 digits, seconds to 7),
+// and the keys: 512 of them take 724 KB. The warms list takes 512 x 415
+// bytes (a 63-character namespace, a 253-character name, a 19-digit
+// generation, a 16-digit hash of the resolved images) = 213 KB;
+// conditions (8, messages capped at 1024 characters by a rule, 6 bytes
+// each) 63 KB; runtime, image filesystem and the node's progress 27 KB.
+// 1,046,415 bytes (1.00 MiB) in all: under StatusBudget, with 2 KB to
+// spare. A new per-image field has no room left: it needs room made
+// elsewhere (fewer entries, a shorter bound). 1,024 images would take
+// 1.5 MiB: 512 is the bound.
 //
 // ImageWarm: the spec at MaxImagesPerWarm takes about 52 KB, the status
 // (MaxReportedImages entries, MaxReportedFailures failures, capped

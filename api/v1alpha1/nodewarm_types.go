@@ -165,16 +165,21 @@ type PullProgress struct {
 	// bytesDone is how many of bytesTotal the node has.
 	// +required
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=999999999999999
 	BytesDone int64 `json:"bytesDone"`
 	// bytesTotal is the compressed size of the images' configs and
-	// layers.
+	// layers (at most 10^15 - 1 bytes: the bound keeps the largest
+	// NodeWarm within its budget).
 	// +required
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=999999999999999
 	BytesTotal int64 `json:"bytesTotal"`
-	// secondsLeft estimates the time left at the recent rate; absent
-	// while there is no rate to go by (nothing arrived lately).
+	// secondsLeft estimates the time left at the recent rate, at most
+	// 9999999 (115 days); absent while there is no rate to go by
+	// (nothing arrived lately).
 	// +optional
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=9999999
 	SecondsLeft *int64 `json:"secondsLeft,omitempty"`
 }
 
