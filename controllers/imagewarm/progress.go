@@ -70,5 +70,10 @@ func (f *fleetProgress) status() *warmv1.FleetPullProgress {
 		return nil
 	}
 	out := f.sum
+	// The API's bound: a sum beyond it would have the status refused.
+	out.BytesDone, out.BytesTotal = min(out.BytesDone, maxFleetBytes), min(out.BytesTotal, maxFleetBytes)
 	return &out
 }
+
+// maxFleetBytes is the API's bound of FleetPullProgress's byte counts.
+const maxFleetBytes = 999_999_999_999_999_999

@@ -26,12 +26,19 @@ func imageProgress(s pull.Status) *warmv1.PullProgress {
 	if s.State != pull.StatePulling || p == nil || !p.Known {
 		return nil
 	}
-	out := &warmv1.PullProgress{BytesDone: min(p.Done, p.Total), BytesTotal: p.Total}
+	out := &warmv1.PullProgress{BytesDone: min(p.Done, p.Total, maxProgressBytes), BytesTotal: min(p.Total, maxProgressBytes)}
 	if left, ok := p.Left(); ok {
-		out.SecondsLeft = ptr.To(int64(math.Ceil(left.Seconds())))
+		out.SecondsLeft = ptr.To(min(int64(math.Ceil(left.Seconds())), maxSecondsLeft))
 	}
 	return out
 }
+
+// The API's bounds of a progress (the largest NodeWarm's budget): a value
+// beyond would have the whole report refused.
+const (
+	maxProgressBytes = 999_999_999_999_999
+	maxSecondsLeft   = 9_999_999
+)
 
 // sumProgress adds up the images' progress: bytes summed, time left the
 // longest of theirs (the pulls run side by side).
@@ -54,6 +61,7 @@ func sumProgress(st *warmv1.NodeWarmStatus) {
 	if n == 0 {
 		return
 	}
+	sum.BytesDone, sum.BytesTotal = min(sum.BytesDone, maxProgressBytes), min(sum.BytesTotal, maxProgressBytes)
 	st.PullProgress, st.Progress = &sum, progressText(sum)
 }
 

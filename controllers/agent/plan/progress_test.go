@@ -52,3 +52,13 @@ func TestImageProgress(t *testing.T) {
 		t.Errorf("sum %+v, %q", st.PullProgress, st.Progress)
 	}
 }
+
+// TestProgressBounded: values past the API's bounds are cut to them, or
+// the API server would refuse the whole NodeWarm.
+func TestProgressBounded(t *testing.T) {
+	huge := pull.Status{State: pull.StatePulling, Progress: &pull.Progress{Known: true, Done: 1, Total: 1 << 62, Rate: 1e-3}}
+	p := imageProgress(huge)
+	if p.BytesTotal != maxProgressBytes || p.SecondsLeft == nil || *p.SecondsLeft != maxSecondsLeft {
+		t.Errorf("imageProgress = %+v, %v; want the bounds", p, *p.SecondsLeft)
+	}
+}

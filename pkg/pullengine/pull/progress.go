@@ -25,5 +25,11 @@ func (p Progress) Left() (time.Duration, bool) {
 	if !p.Known || p.Rate <= 0 || p.Done > p.Total {
 		return 0, false
 	}
-	return time.Duration(float64(p.Total-p.Done) / p.Rate * float64(time.Second)), true
+	// At most ten thousand days: a crawling pull of a huge image must not
+	// overflow time.Duration into a negative time left.
+	secs := min(float64(p.Total-p.Done)/p.Rate, maxLeft.Seconds())
+	return time.Duration(secs * float64(time.Second)), true
 }
+
+// maxLeft bounds Left.
+const maxLeft = 10_000 * 24 * time.Hour
