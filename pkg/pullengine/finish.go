@@ -29,6 +29,9 @@ func (e *Engine) finish(j *job, res Result) {
 	key := j.ref.String()
 	e.mu.Lock()
 	j.ended, j.succeeded = true, res.Succeeded()
+	if j.progress != nil {
+		res.Fetched = j.progress.FetchedAtEnd(res.Succeeded())
+	}
 	delete(e.jobs, key)
 	e.endPullLocked(j, res)
 	switch {

@@ -88,6 +88,7 @@ func (t *track) update(ctx context.Context, view ContentView, ingests []content.
 	}
 	t.count(done, now)
 	t.fetched = t.committed + writ
+	t.p.Fetched = t.fetched
 	return nil
 }
 

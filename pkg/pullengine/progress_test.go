@@ -183,8 +183,8 @@ func TestProgressCountsTheRestOnSuccess(t *testing.T) {
 	content.write(l1Digest, 400)
 	h.reading(t)
 	release()
-	if res := h.result(t); !res.Succeeded() {
-		t.Fatalf("result %+v", res)
+	if res := h.result(t); !res.Succeeded() || res.Fetched != 1500 {
+		t.Fatalf("result %+v, want a success that fetched the two layers' 1500 bytes", res)
 	}
 	h.clock.Step(time.Second) // the watcher's next reading closes the pull's track
 	deadline := time.Now().Add(5 * time.Second)

@@ -143,7 +143,7 @@ func (e *Engine) closeTracks(w *watcher, running []*job, now time.Time) {
 		ok := j.succeeded
 		e.mu.Unlock()
 		if ok && t.p.Known {
-			t.fetched += t.p.Total - t.p.Done
+			t.fetched = t.p.FetchedAtEnd(true)
 			e.metrics.fetchedBytes.Add(float64(t.newlyFetched()))
 		}
 		delete(w.tracks, j)

@@ -17,6 +17,18 @@ type Progress struct {
 	// MovedAt is when Done last grew; the pull's start until it first
 	// does.
 	MovedAt time.Time
+	// Fetched is what came over the wire for this pull so far: blobs
+	// committed since it started, and what is written of the others.
+	Fetched int64
+}
+
+// FetchedAtEnd is what a pull fetched in all, by its last reading: one
+// that succeeded also fetched what was still missing then.
+func (p Progress) FetchedAtEnd(succeeded bool) int64 {
+	if succeeded && p.Known {
+		return p.Fetched + max(p.Total-p.Done, 0)
+	}
+	return p.Fetched
 }
 
 // Left estimates the time the pull still needs at its current rate;

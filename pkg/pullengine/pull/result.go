@@ -20,6 +20,10 @@ type Result struct {
 	Digest string
 	// Size is the image size the runtime reports, in bytes; 0 if unknown.
 	Size uint64
+	// Fetched is what the pull fetched from the registry, compressed, as
+	// the runtime's content store showed it; 0 when nothing, or when the
+	// engine has no view of the store.
+	Fetched int64
 	// Duration is the wall time from the job's start to its end, all
 	// credential attempts included, queueing excluded.
 	Duration time.Duration
