@@ -243,6 +243,13 @@ type NodeWarmStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	Progress string `json:"progress,omitempty"`
+	// servedStarts counts the containers the runtime started in the last
+	// 24 hours from an image this agent had pulled, fetching its bytes,
+	// before the container was created: starts that did not wait for
+	// that pull (containerd only; counted since the agent started).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ServedStarts int32 `json:"servedStarts,omitempty"`
 }
 
 // NodeWarm is one node agent's report of the images it keeps. Its name is the

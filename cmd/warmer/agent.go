@@ -267,6 +267,7 @@ func setupAgent(ctx context.Context, mgr ctrl.Manager, cri *criclient.Client, f 
 		EvictionBackOffInitial: f.backOffInitial,
 		EvictionBackOffMax:     f.backOffMax,
 		Clock:                  binaryClock,
+		Containers:             cri,
 	}
 	a.StartupTaintKey, a.StartupTaintDeadline = f.startupTaint, f.taintDeadline
 	setPinner(ctx, a, cri)

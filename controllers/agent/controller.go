@@ -92,6 +92,9 @@ type NodeAgent struct {
 	// ContentUnable says why the engine cannot see the bytes of pulls (no
 	// content store); empty when it can.
 	ContentUnable string
+	// Containers lists the runtime's containers, to count the starts
+	// warming served (served.go); nil counts none.
+	Containers Containers
 	// PerImageEvents adds the kubelet's Pulling and Pulled events for every
 	// image to the one Warmed event per ImageWarm (see events.go).
 	PerImageEvents bool
@@ -137,6 +140,8 @@ type carried struct {
 	// report is the NodeWarm as last read or written, and the write
 	// pacing's memory.
 	report reportState
+	// served counts the starts warming served (served.go).
+	served served
 	// copyMissing is when each pull secret's copy was first found
 	// missing (secrets.go).
 	copyMissing map[types.NamespacedName]time.Time
@@ -292,6 +297,7 @@ func (a *NodeAgent) gather(ctx context.Context, nw *warmv1.NodeWarm, desired pla
 		return plan.Input{}, err
 	}
 	started, results := a.inbox.drain()
+	a.carry.served.note(results)
 	refs := desired.Refs()
 	engine := make(map[string]pullengine.Status, len(refs))
 	for _, ref := range refs {
@@ -305,6 +311,7 @@ func (a *NodeAgent) gather(ctx context.Context, nw *warmv1.NodeWarm, desired pla
 		Conditions: nw.Status.Conditions, RuntimeInfo: a.Runtime, CredentialProviders: a.CredentialProviders, Resync: a.ResyncPeriod,
 		PerImageEvents: a.PerImageEvents, State: a.carry.plan,
 		Pins: a.pinView(ctx), ContentUnable: a.ContentUnable, Yield: a.Engine.Yielding(),
+		ServedStarts:    a.carry.served.count(ctx, a.Containers, a.Clock.Now()),
 		EvictionBackOff: plan.BackOff{Initial: a.EvictionBackOffInitial, Max: a.EvictionBackOffMax},
 	}, nil
 }

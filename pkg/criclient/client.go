@@ -140,6 +140,18 @@ func (c *Client) ListImages(ctx context.Context) ([]*runtimeapi.Image, error) {
 	return resp.GetImages(), nil
 }
 
+// ListContainers lists the runtime's containers (the kubelet's, and any
+// other client's).
+func (c *Client) ListContainers(ctx context.Context) ([]*runtimeapi.Container, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	resp, err := c.runtime.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
+	if err != nil {
+		return nil, wrap("ListContainers", err)
+	}
+	return resp.GetContainers(), nil
+}
+
 // ImageStatus returns the image ref names, or nil without error when the
 // runtime does not hold it.
 func (c *Client) ImageStatus(ctx context.Context, ref string) (*runtimeapi.Image, error) {

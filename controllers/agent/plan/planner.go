@@ -2,6 +2,7 @@ package plan
 
 import (
 	"maps"
+	"math"
 	"sort"
 	"time"
 
@@ -58,6 +59,9 @@ type Input struct {
 	// Yield says whether the engine yields to the runtime's pulls for
 	// others.
 	Yield pull.Yield
+	// ServedStarts counts the containers started in the last day from
+	// images the agent had warmed (the shell's served.go).
+	ServedStarts int
 	// EvictionBackOff spaces the pulls of an image the node keeps
 	// removing.
 	EvictionBackOff BackOff
@@ -708,6 +712,7 @@ func (p *planner) finishStatus(st warmv1.NodeWarmStatus) warmv1.NodeWarmStatus {
 		st.Warms = st.Warms[:warmv1.MaxNodeWarms]
 	}
 	st.Runtime = p.in.RuntimeInfo
+	st.ServedStarts = int32(min(p.in.ServedStarts, math.MaxInt32))
 	st.CredentialProviders = p.in.CredentialProviders
 	st.ImageFilesystem = imageFilesystem(p.in.Disk)
 	st.Conditions = runtimeCondition(p.in.Conditions, metav1.ConditionTrue, warmv1.ReasonRuntimeAnswering, "The container runtime answers CRI calls", now)
