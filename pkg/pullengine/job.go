@@ -111,6 +111,7 @@ func (e *Engine) run(ctx context.Context, j *job, siblings []string) {
 	e.mu.Unlock()
 	res := e.pull(ctx, j)
 	res.Duration = e.clock.Since(start)
+	e.lastLook(ctx, j, res, start)
 	// Stopped before the result is published: a timeout must not fire
 	// into a finished job.
 	timer.Stop()

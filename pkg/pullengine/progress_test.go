@@ -195,3 +195,19 @@ func TestProgressCountsTheRestOnSuccess(t *testing.T) {
 		t.Errorf("fetched bytes %v, want the two layers' 1500", got)
 	}
 }
+
+// TestLastLook: a pull that ends before any reading (a small image on a
+// fast link) is looked at once as it ends: the layers committed since it
+// started are what it fetched.
+func TestLastLook(t *testing.T) {
+	start := time.Unix(1_000_000, 0)
+	store := newFakeContent(start)
+	for _, d := range []string{l1Digest, l2Digest} {
+		store.held[d] = content.Blob{Digest: d, CreatedAt: start}
+	}
+	h := newHarness(t, Options{Content: store})
+	h.enqueue("reg.example/app:v1", 0)
+	if res := h.result(t); !res.Succeeded() || res.Fetched != 1500 {
+		t.Fatalf("result %+v, want a success that fetched the two layers' 1500 bytes", res)
+	}
+}

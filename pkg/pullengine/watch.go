@@ -192,3 +192,33 @@ func (s stalled) message() string {
 	return fmt.Sprintf("pull stalled: no bytes arrived for %s, at %s of %s", s.after,
 		bytesize.IEC(s.progress.Done), bytesize.IEC(s.progress.Total))
 }
+
+// lastLook reads the content store once for a pull that succeeded before
+// the watcher found what it fetched (a small image on a fast link ends
+// within a reading's interval): the blobs its manifest names that were
+// committed since it started are what it fetched.
+func (e *Engine) lastLook(ctx context.Context, j *job, res Result, start time.Time) {
+	if e.content == nil || !res.Succeeded() {
+		return
+	}
+	e.mu.Lock()
+	seen := j.progress != nil && j.progress.Known
+	e.mu.Unlock()
+	if seen {
+		return
+	}
+	t := newTrack(j.ref, start)
+	if err := t.update(ctx, e.content, nil, e.clock.Now()); err != nil || !t.p.Known {
+		return
+	}
+	p := t.p
+	e.mu.Lock()
+	raced := j.progress != nil && j.progress.Known // the watcher found it meanwhile: it counts
+	if !raced {
+		j.progress = &p
+	}
+	e.mu.Unlock()
+	if !raced {
+		e.metrics.fetchedBytes.Add(float64(t.newlyFetched()))
+	}
+}

@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -328,4 +331,76 @@ func watchReady(t *testing.T) func() []string {
 	}
 	t.Cleanup(func() { stop() })
 	return stop
+}
+
+// testStartsServed starts, on the real node, a Pod from an image the
+// installed agent warmed and one from an image it did not: the NodeWarm's
+// servedStarts (what the agent counts from CRI ListContainers) moves by
+// the first alone.
+func testStartsServed(t *testing.T) {
+	ctx := context.Background()
+	hello := testbed.GoImage(t, "./test/cluster/hello")
+	distinct := func(repo string) string {
+		// A layer of its own: an image ID no other test's image has.
+		layer, err := random.Layer(1024, types.DockerLayer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := mutate.AppendLayers(hello, layer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg.Push(t, repo, img)
+		return mirrored + "/" + repo
+	}
+	warm, cold := distinct("warmer-dev/served-warm:v1"), distinct("warmer-dev/served-cold:v1")
+	iw := &warmv1.ImageWarm{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "served"},
+		Spec:       warmv1.ImageWarmSpec{Images: []warmv1.ImageReference{warmv1.ImageReference(warm)}},
+	}
+	if err := node.Client.Create(ctx, iw); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = node.Client.Delete(context.Background(), iw)
+		removeImage(t, warm)
+		removeImage(t, cold)
+	})
+	waitImageWarmReady(t, iw.Name)
+	before := servedStarts(t)
+
+	ns := namespace(t)
+	for _, p := range []struct{ name, image string }{{"from-warm", warm}, {"from-cold", cold}} {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: ns},
+			Spec: corev1.PodSpec{HostNetwork: true, RestartPolicy: corev1.RestartPolicyNever,
+				Containers: []corev1.Container{{Name: "hello", Image: p.image, Env: node.PodEnv()}}},
+		}
+		if err := node.Client.Create(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+		waitPhase(t, pod, corev1.PodSucceeded)
+	}
+	// The agent lists containers in its passes, one a resync period (1m)
+	// at least.
+	poll(t, 3*time.Minute, "servedStarts moved", func() error {
+		if n := servedStarts(t); n != before+1 {
+			return fmt.Errorf("servedStarts %d, want %d", n, before+1)
+		}
+		return nil
+	})
+	time.Sleep(70 * time.Second) // a further pass: the cold start must not count
+	if n := servedStarts(t); n != before+1 {
+		t.Errorf("servedStarts %d after a further pass, want %d: the Pod of the image not warmed counted", n, before+1)
+	}
+}
+
+// servedStarts is the node's NodeWarm's count of starts served warm.
+func servedStarts(t *testing.T) int32 {
+	t.Helper()
+	var nw warmv1.NodeWarm
+	if err := node.Client.Get(context.Background(), client.ObjectKey{Name: node.Name}, &nw); err != nil {
+		t.Fatal(err)
+	}
+	return nw.Status.ServedStarts
 }
