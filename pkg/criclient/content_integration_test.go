@@ -74,9 +74,11 @@ func watchPull(t *testing.T, c *criclient.Client, store *criclient.ContentStore,
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if b, ok, err := store.Blob(ctx, layer.Digest); err != nil || !ok || b.Size != size {
+	b, ok, err := store.Blob(ctx, layer.Digest)
+	if err != nil || !ok || b.Size != size {
 		t.Errorf("after the pull, Blob(layer) = %+v, %v, %v; want %d bytes held", b, ok, err, size)
 	}
+	t.Logf("layer created %v, %v after the pull started", b.CreatedAt, b.CreatedAt.Sub(started))
 	if b, ok, err := store.Blob(ctx, "sha256:"+strings.Repeat("0", 64)); err != nil || ok {
 		t.Errorf("Blob(absent) = %+v, %v, %v; want not held, no error", b, ok, err)
 	}

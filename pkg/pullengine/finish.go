@@ -29,8 +29,10 @@ func (e *Engine) finish(j *job, res Result) {
 	key := j.ref.String()
 	e.mu.Lock()
 	j.ended, j.succeeded = true, res.Succeeded()
+	var fetched int64
 	if j.progress != nil {
 		res.Fetched = j.progress.FetchedAtEnd(res.Succeeded())
+		fetched = e.newlyFetchedLocked(j, res.Fetched)
 	}
 	delete(e.jobs, key)
 	e.endPullLocked(j, res)
@@ -54,6 +56,7 @@ func (e *Engine) finish(j *job, res Result) {
 	}
 	e.wake.Signal()
 	e.mu.Unlock()
+	e.metrics.fetchedBytes.Add(float64(fetched))
 	e.report(res)
 }
 

@@ -52,8 +52,9 @@ type job struct {
 	startedAt time.Time
 	progress  *pull.Progress
 	// ended is set when its pull returned, succeeded when it brought the
-	// image.
+	// image; counted is how much of what it fetched the metrics have.
 	ended, succeeded bool
+	counted          int64
 }
 
 func (e *Engine) newJob(ref imageref.Reference, req Request, creds []Credential, bkey string) *job {

@@ -46,11 +46,13 @@ type track struct {
 	readAt   time.Time // of the last reading that counted bytes
 	// fetched counts the bytes that came over the wire for this pull:
 	// blobs committed since it started, and what the ingests of the
-	// others have written. counted is how much of it the metrics have.
-	fetched, counted int64
+	// others have written.
+	fetched int64
 	// committed is the size of the blobs committed since the pull
-	// started.
+	// started; written holds the blobs seen being written, which count
+	// as committed by this pull once held.
 	committed int64
+	written   map[string]bool
 }
 
 type blobSize struct {
@@ -59,7 +61,7 @@ type blobSize struct {
 }
 
 func newTrack(ref imageref.Reference, started time.Time) *track {
-	return &track{ref: ref, started: started, held: map[string]bool{}, p: pull.Progress{MovedAt: started}}
+	return &track{ref: ref, started: started, held: map[string]bool{}, written: map[string]bool{}, p: pull.Progress{MovedAt: started}}
 }
 
 // update takes one reading: it finds the pull's manifest while unknown,
@@ -99,6 +101,7 @@ func (t *track) bytesOf(ctx context.Context, view ContentView, b blobSize, writi
 		return b.size, false, nil
 	}
 	if n, ok := writing[b.digest]; ok {
+		t.written[b.digest] = true
 		return min(n, b.size), true, nil
 	}
 	info, ok, err := view.Blob(ctx, b.digest)
@@ -106,20 +109,10 @@ func (t *track) bytesOf(ctx context.Context, view ContentView, b blobSize, writi
 		return 0, false, err
 	}
 	t.held[b.digest] = true
-	if !info.CreatedAt.Before(t.started) {
+	if t.written[b.digest] || !info.CreatedAt.Before(t.started) {
 		t.committed += b.size
 	}
 	return b.size, false, nil
-}
-
-// newlyFetched returns the bytes fetched since it was last called.
-func (t *track) newlyFetched() int64 {
-	d := t.fetched - t.counted
-	if d <= 0 {
-		return 0
-	}
-	t.counted = t.fetched
-	return d
 }
 
 // count records a reading of done bytes at now.

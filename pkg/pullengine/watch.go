@@ -103,12 +103,12 @@ func (e *Engine) watchOnce(ctx context.Context, w *watcher) (resolving, idle boo
 			// Unknown is not stalled: the stall clock starts again.
 			t.p.MovedAt = now
 		}
-		e.metrics.fetchedBytes.Add(float64(t.newlyFetched()))
 		rate += t.p.Rate
 		p := t.p
 		e.mu.Lock()
 		j.progress = &p
 		e.mu.Unlock()
+		e.countFetched(j)
 		if e.stalled(p, now) {
 			j.cancel(stalled{after: e.stall, progress: p})
 		}
@@ -125,9 +125,8 @@ func (e *Engine) watchOnce(ctx context.Context, w *watcher) (resolving, idle boo
 	return resolving, false
 }
 
-// closeTracks drops the tracks of pulls no longer running. A pull that
-// succeeded fetched what was still missing at its last reading: those
-// bytes are counted now, as no reading will see them arrive.
+// closeTracks drops the tracks of pulls no longer running (what they
+// fetched last is counted as they finish).
 func (e *Engine) closeTracks(w *watcher, running []*job, now time.Time) {
 	for t, at := range w.ended {
 		if now.Sub(at) > foreignFresh {
@@ -139,13 +138,6 @@ func (e *Engine) closeTracks(w *watcher, running []*job, now time.Time) {
 			continue
 		}
 		w.ended[t] = now
-		e.mu.Lock()
-		ok := j.succeeded
-		e.mu.Unlock()
-		if ok && t.p.Known {
-			t.fetched = t.p.FetchedAtEnd(true)
-			e.metrics.fetchedBytes.Add(float64(t.newlyFetched()))
-		}
 		delete(w.tracks, j)
 	}
 }
@@ -213,12 +205,28 @@ func (e *Engine) lastLook(ctx context.Context, j *job, res Result, start time.Ti
 	}
 	p := t.p
 	e.mu.Lock()
-	raced := j.progress != nil && j.progress.Known // the watcher found it meanwhile: it counts
-	if !raced {
+	if j.progress == nil || !j.progress.Known { // else the watcher found it meanwhile
 		j.progress = &p
 	}
 	e.mu.Unlock()
-	if !raced {
-		e.metrics.fetchedBytes.Add(float64(t.newlyFetched()))
+}
+
+// countFetched adds to the metric what the job fetched since it was last
+// counted, by its last reading.
+func (e *Engine) countFetched(j *job) {
+	e.mu.Lock()
+	d := e.newlyFetchedLocked(j, j.progress.Fetched)
+	e.mu.Unlock()
+	e.metrics.fetchedBytes.Add(float64(d))
+}
+
+// newlyFetchedLocked notes fetched as the job's count and returns what it
+// adds.
+func (e *Engine) newlyFetchedLocked(j *job, fetched int64) int64 {
+	d := fetched - j.counted
+	if d <= 0 {
+		return 0
 	}
+	j.counted = fetched
+	return d
 }
