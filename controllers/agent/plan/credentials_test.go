@@ -300,3 +300,40 @@ func TestProofsOutliveEntries(t *testing.T) {
 		t.Errorf("pinned by warmer for another entry: pulls %+v; want a check under a's credentials", out.Pulls)
 	}
 }
+
+// TestTagProvesItsDigest: an ImageWarm that names an image by tag and
+// another that names the same image by digest, both node-wide: once the
+// tag's pull brought it, the digest's entry counts it as present without
+// a pull of its own; the same image ID in another repository, or for a
+// namespace's entry, proves nothing.
+func TestTagProvesItsDigest(t *testing.T) {
+	byDigest := "registry.test/team/a@" + testDigest
+	elsewhere := "registry.test/other/a:v1"
+	secretDigest := withSecret("s", "digest")
+	secretDigest.Spec.Images = []warmv1.ImageReference{warmv1.ImageReference(byDigest)}
+	in := input(warm("x", "tag", nil, imgA), warm("y", "digest", nil, byDigest), warm("z", "other", nil, elsewhere), secretDigest)
+	// The runtime holds one image under all three names.
+	one := pull.PresentImage{ID: "sha256:id-" + imgA, RepoDigest: byDigest, Size: 1 << 20}
+	in.Runtime = runtimeImages{imgA: one, byDigest: one, elsewhere: one}
+	first := Decide(in)
+	in.State, in.Now, in.ListedAt = first.State, t0.Add(2*time.Second), t0.Add(2*time.Second)
+	in.Results = []pull.Result{pulled(imgA, t0.Add(time.Second))}
+	out := Decide(in)
+	state := map[string]warmv1.NodeImage{}
+	for _, img := range out.Status.Images {
+		state[img.Image+" "+img.SecretsNamespace] = img
+	}
+	if e := state[byDigest+" "]; e.State != warmv1.ImagePresent || !e.Verified {
+		t.Errorf("the digest's node-wide entry %+v: want Present, verified by the tag's pull", e)
+	}
+	for _, key := range []string{elsewhere + " ", byDigest + " s"} {
+		if e := state[key]; e.State == warmv1.ImagePresent || e.Verified {
+			t.Errorf("entry %q %+v present by another repository's or other credentials' pull", key, e)
+		}
+	}
+	for _, p := range out.Pulls {
+		if p.Image == byDigest && p.Scope == "" {
+			t.Errorf("a pull of the digest's node-wide entry was asked for: %+v", p)
+		}
+	}
+}

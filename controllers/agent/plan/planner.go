@@ -4,6 +4,7 @@ import (
 	"maps"
 	"math"
 	"sort"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -246,9 +247,11 @@ func Decide(in Input) Output {
 		p.out.State.secrets = map[types.NamespacedName]string{}
 	}
 	p.out.State.proofs = make(map[string]proof, len(in.State.proofs))
+	p.proven = map[string]bool{}
 	for key, pr := range in.State.proofs {
 		if in.Now.Sub(pr.used) < proofTTL {
 			p.out.State.proofs[key] = pr
+			p.prove(key, pr.id)
 		}
 	}
 	for key := range in.Desired.images {
@@ -305,6 +308,10 @@ type planner struct {
 	evicted map[string]bool
 	// pinKept are the references some entry keeps pinned (pins.go).
 	pinKept map[string]bool
+	// proven holds, by provenKey, the images some entry's credentials
+	// fetched: another spelling of the same repository under the same
+	// credentials (a tag and its digest) needs no pull of its own.
+	proven map[string]bool
 }
 
 // takeStarted notes when each ImageWarm's warming began.
@@ -437,9 +444,24 @@ func (p *planner) image(key string, w *wantedImage) (warmv1.NodeImage, bool) {
 	p.out.State.images[key] = m
 	if m.verifiedID != "" || m.verifiedDigest != "" {
 		p.out.State.proofs[key] = proof{id: m.verifiedID, digest: m.verifiedDigest, used: p.in.Now}
+		p.prove(key, m.verifiedID)
 	}
 	return img, v.present && !v.inFlight && !v.pending
 }
+
+// prove notes that the credentials of entry key fetched image id.
+func (p *planner) prove(key, id string) {
+	refKey, scope, _ := strings.Cut(key, " ")
+	if ref, err := imageref.Parse(refKey); err == nil && id != "" {
+		p.proven[provenKey(scope, ref.Name(), id)] = true
+	}
+}
+
+// provenKey names an image by the credentials that fetched it, its
+// repository and its runtime ID. The repository is part of it: the same
+// content in another repository says nothing of whether these credentials
+// may read that one.
+func provenKey(scope, repo, id string) string { return scope + "\x00" + repo + "\x00" + id }
 
 // pull asks for a pull of w when it is missing, in flight or due for a
 // refresh, unless the disk is too full or the image waits out an eviction
@@ -482,7 +504,8 @@ func (p *planner) view(w *wantedImage, m imageMemory) imageView {
 	v.backOff, v.retryAt = p.backOff(v)
 	v.listing, v.listed = p.in.Runtime.Lookup(w.ref)
 	pendingProof := v.pending && verifies(*last) && last.ImageRef == v.listing.ID
-	v.verified = v.fresh != nil || (v.listed && (m.verifiedAs(v.listing) || pendingProof || p.pinnedByOthers(w, v.listing)))
+	v.verified = v.fresh != nil || (v.listed && (m.verifiedAs(v.listing) || pendingProof || p.pinnedByOthers(w, v.listing) ||
+		p.proven[provenKey(w.scope, w.ref.Name(), v.listing.ID)]))
 	v.present = v.fresh != nil || (v.listed && v.failed == nil && v.verified && (!v.inFlight || m.seen))
 	return v
 }
