@@ -157,8 +157,10 @@ func TestProgressWritesPaced(t *testing.T) {
 	if took < 8*time.Second {
 		t.Fatalf("the warm took only %v: the pull was not slowed enough to show pacing", took)
 	}
-	// Its start (Queued, then Pulling, when apart) and its result.
-	if writes < 2 || writes > 3 {
-		t.Errorf("%v NodeWarm writes for one warm, want 2 or 3", writes)
+	// Its start (Queued, then Pulling, when apart) and its result; one
+	// more when the shared disk's fill level moved meanwhile (the status
+	// reports it). Bytes written every second would make about ten.
+	if writes < 2 || writes > 4 {
+		t.Errorf("%v NodeWarm writes for one warm, want 2 to 4", writes)
 	}
 }
