@@ -48,9 +48,13 @@ func (n noRoom) Error() string {
 // isNoRoom says whether a result's error is a refusal for size.
 func isNoRoom(err error) bool { return errors.As(err, new(noRoom)) }
 
-// fits checks fetch more compressed bytes of image key against the room
-// below the threshold, less reserved; it says why not.
-func (e *Engine) fits(ctx context.Context, fetch, reserved int64) (noRoom, bool) {
+// fits checks fetch more compressed bytes of j's image against the room
+// below the threshold, less what the other running pulls will still
+// take; it says why not.
+func (e *Engine) fits(ctx context.Context, j *job, fetch int64) (noRoom, bool) {
+	e.mu.Lock()
+	reserved := e.reservedLocked(j)
+	e.mu.Unlock()
 	u := e.guard.usage(ctx)
 	room, known := e.guard.room(u)
 	n := noRoom{fetch: fetch, room: room, reserved: reserved, mountpoint: u.Mountpoint, threshold: e.guard.threshold}
@@ -75,12 +79,11 @@ func (e *Engine) heldForSize(ctx context.Context, j *job) (Result, bool) {
 	key := j.ref.String()
 	e.mu.Lock()
 	fetch, known := e.needs[key]
-	reserved := e.reservedLocked(j)
 	e.mu.Unlock()
 	if !known {
 		return Result{}, false
 	}
-	n, ok := e.fits(ctx, fetch, reserved)
+	n, ok := e.fits(ctx, j, fetch)
 	if ok {
 		return Result{}, false
 	}
@@ -91,10 +94,7 @@ func (e *Engine) heldForSize(ctx context.Context, j *job) (Result, bool) {
 // fit, and keeps the size for its image's next pulls.
 func (e *Engine) checkFit(ctx context.Context, j *job, t *track) {
 	fetch := max(t.p.Total-t.p.Done, 0)
-	e.mu.Lock()
-	reserved := e.reservedLocked(j)
-	e.mu.Unlock()
-	n, ok := e.fits(ctx, fetch, reserved)
+	n, ok := e.fits(ctx, j, fetch)
 	if ok {
 		return
 	}
@@ -104,5 +104,5 @@ func (e *Engine) checkFit(ctx context.Context, j *job, t *track) {
 	j.cancel(n)
 }
 
-// forgetSize drops what the engine knew of ref's size once it is pulled.
+// forgetSizeLocked drops what the engine knew of ref's size once it is pulled.
 func (e *Engine) forgetSizeLocked(ref imageref.Reference) { delete(e.needs, ref.String()) }

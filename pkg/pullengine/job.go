@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/warmer-dev/warmer/internal/bytesize"
 	"github.com/warmer-dev/warmer/pkg/pullengine/pull"
 
 	"github.com/warmer-dev/warmer/pkg/imageref"
@@ -27,6 +28,12 @@ type stalled struct {
 }
 
 func (s stalled) Error() string { return "pull stalled" }
+
+// message says how far a stalled pull had come.
+func (s stalled) message() string {
+	return fmt.Sprintf("pull stalled: no bytes arrived for %s, at %s of %s", s.after,
+		bytesize.IEC(s.progress.Done), bytesize.IEC(s.progress.Total))
+}
 
 // job is one image's pull, from queueing to its result. Its fields are
 // guarded by Engine.mu, except that run owns the running job's pull.

@@ -44,10 +44,6 @@ type track struct {
 	held     map[string]bool // blobs the store holds in full
 	p        pull.Progress
 	readAt   time.Time // of the last reading that counted bytes
-	// fetched counts the bytes that came over the wire for this pull:
-	// blobs committed since it started, and what the ingests of the
-	// others have written.
-	fetched int64
 	// committed is the size of the blobs committed since the pull
 	// started; written holds the blobs seen being written, which count
 	// as committed by this pull once held.
@@ -89,8 +85,7 @@ func (t *track) update(ctx context.Context, view ContentView, ingests []content.
 		}
 	}
 	t.count(done, now)
-	t.fetched = t.committed + writ
-	t.p.Fetched = t.fetched
+	t.p.Fetched = t.committed + writ
 	return nil
 }
 

@@ -157,7 +157,6 @@ func (r *repo) pulledSince(j *job) []string {
 // parked behind j, and remembers the image a successful pull returned.
 func (e *Engine) endPullLocked(j *job, res Result) {
 	r := e.repos[j.ref.Name()]
-	r.running = nil
 	if res.Succeeded() && res.ImageRef != "" {
 		e.seq++
 		r.pulled = append(r.pulled, pulledImage{id: res.ImageRef, seq: e.seq})
@@ -165,11 +164,18 @@ func (e *Engine) endPullLocked(j *job, res Result) {
 			r.pulled = slices.Delete(r.pulled, 0, len(r.pulled)-maxPulledKept)
 		}
 	}
+	e.freeRepoLocked(r)
+	e.forgetLocked(r, j)
+}
+
+// freeRepoLocked ends r's pull under way, queueing the jobs parked
+// behind it.
+func (e *Engine) freeRepoLocked(r *repo) {
+	r.running = nil
 	for _, p := range r.parked {
 		heap.Push(&e.queue, p)
 	}
 	r.parked = nil
-	e.forgetLocked(r, j)
 }
 
 // pulledBySibling finishes a job naming a digest without a pull when the

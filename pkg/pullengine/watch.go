@@ -2,19 +2,17 @@ package pullengine
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"time"
 
-	"github.com/warmer-dev/warmer/internal/bytesize"
 	"github.com/warmer-dev/warmer/pkg/pullengine/pull"
 )
 
 // watch reads the runtime's content store every watchEvery while pulls
 // run, until ctx ends: each running pull's progress is updated, the
 // metrics of bytes fetched and throughput follow, and a pull whose bytes
-// stopped moving for the stall timeout is cancelled as Stalled. While no
-// pull runs, a reading costs one look at the job table.
+// stopped moving for the stall timeout is cancelled as Stalled. With
+// nothing to watch it sleeps until a job is queued.
 func (e *Engine) watch(ctx context.Context) {
 	timer := e.clock.NewTimer(e.watchEvery)
 	defer timer.Stop()
@@ -107,8 +105,9 @@ func (e *Engine) watchOnce(ctx context.Context, w *watcher) (resolving, idle boo
 		p := t.p
 		e.mu.Lock()
 		j.progress = &p
+		fetched := e.newlyFetchedLocked(j, p.Fetched)
 		e.mu.Unlock()
-		e.countFetched(j)
+		e.metrics.fetchedBytes.Add(float64(fetched))
 		if e.stalled(p, now) {
 			j.cancel(stalled{after: e.stall, progress: p})
 		}
@@ -179,12 +178,6 @@ func (e *Engine) stalled(p pull.Progress, now time.Time) bool {
 	return e.stall > 0 && p.Known && p.Done < p.Total && now.Sub(p.MovedAt) >= e.stall
 }
 
-// message says how far a stalled pull had come.
-func (s stalled) message() string {
-	return fmt.Sprintf("pull stalled: no bytes arrived for %s, at %s of %s", s.after,
-		bytesize.IEC(s.progress.Done), bytesize.IEC(s.progress.Total))
-}
-
 // lastLook reads the content store once for a pull that succeeded before
 // the watcher found what it fetched (a small image on a fast link ends
 // within a reading's interval): the blobs its manifest names that were
@@ -209,15 +202,6 @@ func (e *Engine) lastLook(ctx context.Context, j *job, res Result, start time.Ti
 		j.progress = &p
 	}
 	e.mu.Unlock()
-}
-
-// countFetched adds to the metric what the job fetched since it was last
-// counted, by its last reading.
-func (e *Engine) countFetched(j *job) {
-	e.mu.Lock()
-	d := e.newlyFetchedLocked(j, j.progress.Fetched)
-	e.mu.Unlock()
-	e.metrics.fetchedBytes.Add(float64(d))
 }
 
 // newlyFetchedLocked notes fetched as the job's count and returns what it

@@ -201,12 +201,7 @@ func (e *Engine) resolvingLocked(skip *job) bool {
 
 // handBackLocked puts a job popped to run back in the queue, unstarted.
 func (e *Engine) handBackLocked(j *job) {
-	r := e.repos[j.ref.Name()]
-	r.running = nil
-	for _, p := range r.parked {
-		heap.Push(&e.queue, p)
-	}
-	r.parked = nil
+	e.freeRepoLocked(e.repos[j.ref.Name()])
 	j.running = false
 	heap.Push(&e.queue, j)
 	e.metrics.pullsQueued.Inc()
