@@ -113,26 +113,33 @@ func (e *Engine) yieldTo(now, last map[string]bool, sure bool, at time.Time) {
 		}
 	}
 	e.mu.Lock()
-	was := e.yield.On
-	on := e.yieldMode != YieldOff && (n > 0 || (was && len(now) > 0))
+	on := e.yieldMode != YieldOff && (n > 0 || (e.yield.On && len(now) > 0))
 	n = max(n, len(now))
+	changed, stopped := e.setYieldLocked(on, n, at)
+	e.mu.Unlock()
+	if changed {
+		e.yieldChanged(on, n, stopped)
+	}
+}
+
+// setYieldLocked turns yielding on or off (to blobs, since at); as it
+// starts in requeue mode it stops the running pulls. It says whether it
+// changed, and how many pulls it stopped.
+func (e *Engine) setYieldLocked(on bool, blobs int, at time.Time) (changed bool, stopped int) {
+	was := e.yield.On
 	switch {
 	case on && !was:
-		e.yield = Yield{On: true, Since: at, Blobs: n}
+		e.yield = Yield{On: true, Since: at, Blobs: blobs}
+		if e.yieldMode == YieldRequeue {
+			stopped = len(e.requeueRunningLocked())
+		}
 	case on:
-		e.yield.Blobs = n
+		e.yield.Blobs = blobs
 	case was:
 		e.yield = Yield{}
 		e.wake.Broadcast()
 	}
-	var stop []*job
-	if on && !was && e.yieldMode == YieldRequeue {
-		stop = e.requeueRunningLocked()
-	}
-	e.mu.Unlock()
-	if on != was {
-		e.yieldChanged(on, n, len(stop))
-	}
+	return on != was, stopped
 }
 
 // yieldChanged tells the metrics, the log and the listener that yielding
@@ -176,14 +183,11 @@ func (e *Engine) yieldFirst(ctx context.Context, j *job) bool {
 		return false
 	}
 	e.mu.Lock()
-	was := e.yield.On
-	if !was {
-		e.yield = Yield{On: true, Since: now, Blobs: len(f)}
-	}
 	e.handBackLocked(j)
+	changed, stopped := e.setYieldLocked(true, len(f), now)
 	e.mu.Unlock()
-	if !was {
-		e.yieldChanged(true, len(f), 0)
+	if changed {
+		e.yieldChanged(true, len(f), stopped)
 	}
 	return true
 }

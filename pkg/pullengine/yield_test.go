@@ -171,3 +171,24 @@ func TestYieldBeforeFirstPull(t *testing.T) {
 	h.until(t, "yielding ended", func() bool { return !h.eng.Yielding().On })
 	h.svc.waitStarted(t, key(t, a))
 }
+
+// TestYieldRequeueBeforeAPull: in requeue mode, yielding that starts as a
+// pull is about to start also pauses the pulls under way, as it does when
+// the watcher finds the other pull.
+func TestYieldRequeueBeforeAPull(t *testing.T) {
+	h, content, _ := yieldHarness(t, YieldRequeue)
+	a, b := "reg.example/app:v1", "reg.example/other:v1"
+	h.pulling(t, a)
+	h.waitTimers(t, 2)
+	h.reading(t) // a's manifest found: a start may look for others' pulls
+	h.svc.block(key(t, b))
+	content.writeForeign(h.clock.Now())
+	h.enqueue(b, 0)
+	res := h.result(t)
+	if res.Ref != key(t, a) || res.Class != pull.ClassCanceled || !strings.Contains(res.Message, "pull paused") {
+		t.Fatalf("result %+v, want a's pull paused", res)
+	}
+	if !h.eng.Yielding().On || len(h.svc.pulled()) != 1 {
+		t.Errorf("yield %+v, pulls %v: want yielding, b not started", h.eng.Yielding(), h.svc.pulled())
+	}
+}
