@@ -314,6 +314,16 @@ type ImageWarmStatus struct {
 	// +optional
 	PullProgress *FleetPullProgress `json:"pullProgress,omitempty"`
 
+	// servedStarts sums, over the matching nodes whose agents report on
+	// this ImageWarm, the containers started in the last 24 hours from
+	// one of its images after the node's agent had pulled that image:
+	// starts that did not wait for a pull (containerd only). It moves at
+	// a slow pace (the agents' and the controller's), not with each start.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=999999999999
+	ServedStarts int64 `json:"servedStarts,omitempty"`
+
 	// observedGenerationTime is when the controller first saw
 	// observedGeneration: a node silent since then has not reported on it.
 	// +optional
@@ -341,6 +351,7 @@ type ImageWarmStatus struct {
 // +kubebuilder:printcolumn:name="Not-Reporting",type=integer,JSONPath=`.status.nodes.notReporting`,priority=1,description="Matching nodes without an agent report"
 // +kubebuilder:printcolumn:name="Admitted",type=integer,JSONPath=`.status.rollout.admitted`,priority=1,description="Nodes the rollout admitted"
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1,description="Reason of the Ready condition"
+// +kubebuilder:printcolumn:name="Served",type=integer,JSONPath=`.status.servedStarts`,priority=1,description="Containers started in the last day from its images after warmer pulled them"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ImageWarm struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -43,10 +43,11 @@ func testKubectl(t *testing.T, cp *testbed.ControlPlane) {
 		t.Fatal(err)
 	}
 	iw.Status = warmv1.ImageWarmStatus{
-		ImageCount: 2,
-		Nodes:      warmv1.NodeCounts{Matching: 3, Ready: 2, Pulling: 1},
-		Rollout:    &warmv1.RolloutStatus{Generation: 1, AdmittedBelow: 1 << 31, Admitted: 2, Waiting: 1},
-		Conditions: []metav1.Condition{{Type: warmv1.ConditionReady, Status: metav1.ConditionFalse, Reason: "Pulling", Message: "1 of 3 nodes still pulling", LastTransitionTime: metav1.Now()}},
+		ImageCount:   2,
+		Nodes:        warmv1.NodeCounts{Matching: 3, Ready: 2, Pulling: 1},
+		Rollout:      &warmv1.RolloutStatus{Generation: 1, AdmittedBelow: 1 << 31, Admitted: 2, Waiting: 1},
+		ServedStarts: 17,
+		Conditions:   []metav1.Condition{{Type: warmv1.ConditionReady, Status: metav1.ConditionFalse, Reason: "Pulling", Message: "1 of 3 nodes still pulling", LastTransitionTime: metav1.Now()}},
 	}
 	if err := cp.Client.Status().Update(ctx, iw); err != nil {
 		t.Fatal(err)
@@ -59,7 +60,7 @@ func testKubectl(t *testing.T, cp *testbed.ControlPlane) {
 	})
 	t.Run("get iw -o wide", func(t *testing.T) {
 		rows := fields(kubectl(t, cp, "get", "iw", "-n", "kubectl", "-o", "wide"))
-		want := [][]string{{"NAME", "IMAGES", "NODES", "READY", "FAILED", "WARM", "PULLING", "NOT-REPORTING", "ADMITTED", "REASON", "AGE"}, {"web", "2", "3", "2", "0", "False", "1", "0", "2", "Pulling"}}
+		want := [][]string{{"NAME", "IMAGES", "NODES", "READY", "FAILED", "WARM", "PULLING", "NOT-REPORTING", "ADMITTED", "REASON", "SERVED", "AGE"}, {"web", "2", "3", "2", "0", "False", "1", "0", "2", "Pulling", "17"}}
 		checkTable(t, rows, want)
 	})
 	t.Run("get nodewarms", func(t *testing.T) {

@@ -27,15 +27,16 @@ package v1alpha1
 // message 256 characters of plain text + secretsNamespace 63, a count at
 // its longest, a timestamp, 16 indices of up to three digits, verified,
 // pinned, a pull's progress (bytes bounded to 15 digits, seconds to 7),
-// and the keys: 512 of them take 724 KB. The warms list takes 512 x 415
+// and the keys: 512 of them take 724 KB. The warms list takes 512 x 437
 // bytes (a 63-character namespace, a 253-character name, a 19-digit
-// generation, a 16-digit hash of the resolved images) = 213 KB;
-// conditions (8, messages capped at 1024 characters by a rule, 6 bytes
-// each) 63 KB; runtime, image filesystem and the node's progress 27 KB.
-// 1,046,415 bytes (1.00 MiB) in all: under StatusBudget, with 2 KB to
-// spare. A new per-image field has no room left: it needs room made
-// elsewhere (fewer entries, a shorter bound). 1,024 images would take
-// 1.5 MiB: 512 is the bound.
+// generation, a 16-digit hash of the resolved images, a served count of
+// six digits) = 224 KB; conditions (8, messages capped at 768 characters
+// by a rule, 6 bytes each) 38 KB; runtime, image filesystem and the
+// node's progress 27 KB. 1,045,417 bytes (1.00 MiB) in all: under
+// StatusBudget, with 3 KB to spare. A new per-image field has no room
+// left: it needs room made elsewhere (fewer entries, a shorter bound), as
+// the served counts took theirs from the condition messages. 1,024
+// images would take 1.5 MiB: 512 is the bound.
 //
 // ImageWarm: the spec at MaxImagesPerWarm takes about 52 KB, the status
 // (MaxReportedImages entries, MaxReportedFailures failures, capped
@@ -78,9 +79,13 @@ const (
 	// MaxNodeMessageLength is the longest message kept per image in a
 	// NodeWarm.
 	MaxNodeMessageLength = 256
-	// MaxConditionMessageLength is the longest condition message either
-	// kind takes (metav1.Condition's own bound is 32768).
+	// MaxConditionMessageLength is the longest condition message an
+	// ImageWarm takes (metav1.Condition's own bound is 32768).
 	MaxConditionMessageLength = 1024
+	// MaxNodeConditionMessageLength is the longest condition message a
+	// NodeWarm takes: 256 characters fewer than an ImageWarm's make the
+	// room of the warms' served counts.
+	MaxNodeConditionMessageLength = 768
 )
 
 // Bounds of an ImageWarm.

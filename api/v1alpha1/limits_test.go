@@ -35,13 +35,26 @@ var escaped = []string{`"`, `\`, "<", ">", "&", "\x01", "\n", "é", "\u2028"}
 
 // conditionMessageRule is the rule that caps condition messages below
 // metav1.Condition's own 32768 characters.
-var conditionMessageRule = fmt.Sprintf("self.all(c, size(c.message) <= %d)", warmv1.MaxConditionMessageLength)
+func conditionMessageRule(limit int) string {
+	return fmt.Sprintf("self.all(c, size(c.message) <= %d)", limit)
+}
+
+// conditionMessageLimit is the longest condition message a kind's CRD
+// file takes.
+func conditionMessageLimit(file string) int {
+	if strings.Contains(file, "nodewarms") {
+		return warmv1.MaxNodeConditionMessageLength
+	}
+	return warmv1.MaxConditionMessageLength
+}
 
 // maximizer builds the largest value of a schema.
 type maximizer struct {
 	t testing.TB
 	// patterns are the patterns met, compiled and checked once.
 	patterns map[string]*regexp.Regexp
+	// conditionMessage is the longest condition message the kind takes.
+	conditionMessage int
 }
 
 // crdSchema reads the openAPIV3Schema of one of the generated CRDs.
@@ -62,7 +75,7 @@ func crdSchema(t testing.TB, file string) *apiextv1.JSONSchemaProps {
 // sent and stored.
 func maxStatus(t testing.TB, file string) map[string]any {
 	t.Helper()
-	m := &maximizer{t: t, patterns: map[string]*regexp.Regexp{}}
+	m := &maximizer{t: t, patterns: map[string]*regexp.Regexp{}, conditionMessage: conditionMessageLimit(file)}
 	return m.value(crdSchema(t, file).Properties["status"], "status", 0).(map[string]any)
 }
 
@@ -127,7 +140,7 @@ func (m *maximizer) str(s apiextv1.JSONSchemaProps, path string, salt int) strin
 	}
 	n := int(*s.MaxLength)
 	if strings.HasSuffix(path, "conditions[].message") {
-		n = warmv1.MaxConditionMessageLength // checked to be enforced in TestWorstCaseSizes
+		n = m.conditionMessage // checked to be enforced in TestWorstCaseSizes
 	}
 	if s.Pattern == "" {
 		return strings.Repeat(widest, n)
@@ -219,8 +232,9 @@ func TestWorstCaseSizes(t *testing.T) {
 	} {
 		t.Run(kind.name, func(t *testing.T) {
 			conds := crdSchema(t, kind.file).Properties["status"].Properties["conditions"]
-			if len(conds.XValidations) == 0 || conds.XValidations[0].Rule != conditionMessageRule {
-				t.Fatalf("status.conditions lacks the rule %q the arithmetic counts on: %+v", conditionMessageRule, conds.XValidations)
+			rule := conditionMessageRule(conditionMessageLimit(kind.file))
+			if len(conds.XValidations) == 0 || conds.XValidations[0].Rule != rule {
+				t.Fatalf("status.conditions lacks the rule %q the arithmetic counts on: %+v", rule, conds.XValidations)
 			}
 			st := maxStatus(t, kind.file)
 			size := storedSize(t, st)
@@ -301,9 +315,12 @@ var nodeWarmBadInput = []struct {
 	{"an index past the warms", func(st map[string]any) { firstImage(st)["warms"] = []any{warmv1.MaxNodeWarms} }, "status.images[0].warms[0]: Invalid value"},
 	{"17 requesters", func(st map[string]any) { firstImage(st)["warms"] = slices.Repeat([]any{0}, warmv1.MaxRequestedBy+1) }, "status.images[0].warms: Too many"},
 	{"513 warms", func(st map[string]any) { st["warms"] = append(st["warms"].([]any), st["warms"].([]any)[0]) }, "status.warms: Too many"},
-	{"a condition message over 1024", func(st map[string]any) {
-		st["conditions"].([]any)[0].(map[string]any)["message"] = strings.Repeat("m", warmv1.MaxConditionMessageLength+1)
-	}, "condition messages must be at most 1024 characters"},
+	{"a condition message over 768", func(st map[string]any) {
+		st["conditions"].([]any)[0].(map[string]any)["message"] = strings.Repeat("m", warmv1.MaxNodeConditionMessageLength+1)
+	}, "condition messages must be at most 768 characters"},
+	{"a served count over 999999", func(st map[string]any) {
+		st["warms"].([]any)[0].(map[string]any)["servedStarts"] = 1_000_000
+	}, "status.warms[0].servedStarts: Invalid value"},
 }
 
 func firstImage(st map[string]any) map[string]any { return st["images"].([]any)[0].(map[string]any) }

@@ -79,6 +79,15 @@ type WarmRef struct {
 	// +kubebuilder:validation:MaxLength=16
 	// +kubebuilder:validation:Pattern=`^[a-f0-9]*$`
 	Resolved string `json:"resolved,omitempty"`
+	// servedStarts counts the containers the runtime started in the last
+	// 24 hours from an image this ImageWarm wants, after this agent's
+	// pull had brought the image: the ImageWarm's share of
+	// status.servedStarts (a start from an image two ImageWarms want
+	// counts for both). Written at a slow pace; at most 999999.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=999999
+	ServedStarts int32 `json:"servedStarts,omitempty"`
 }
 
 // NodeImage is one wanted image's state on the node. It is kept small: a
@@ -205,7 +214,7 @@ type NodeWarmStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=8
-	// +kubebuilder:validation:XValidation:rule="self.all(c, size(c.message) <= 1024)",message="condition messages must be at most 1024 characters"
+	// +kubebuilder:validation:XValidation:rule="self.all(c, size(c.message) <= 768)",message="condition messages must be at most 768 characters"
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 	// warms are the ImageWarms that apply to this node, with the generation
 	// the agent acts on, sorted by namespace and name; images[].warms index

@@ -52,6 +52,7 @@ type agentFlags struct {
 	progressInterval time.Duration
 	// bytesInterval and stallTimeout: pulls' bytes (content store).
 	bytesInterval, stallTimeout time.Duration
+	servedInterval              time.Duration
 	yield                       string
 	kubelet                     kubeletFlags
 	startupTaint                string
@@ -78,6 +79,7 @@ func (f *agentFlags) bind(fs *pflag.FlagSet) {
 	fs.IntVar(&f.statusBurst, "status-update-burst", 5, "Token bucket size of NodeWarm status writes.")
 	fs.DurationVar(&f.progressInterval, "status-progress-interval", 2*time.Second, "How long a change waits before it is written while pulls are under way (and the least time between two such writes); a settled result is written at once.")
 	fs.DurationVar(&f.bytesInterval, "pull-progress-interval", 30*time.Second, "Least time between two NodeWarm writes for which only the bytes of pulls under way moved (images[].progress, the Progress column); 0 writes bytes only along with other changes.")
+	fs.DurationVar(&f.servedInterval, "served-starts-interval", 10*time.Minute, "Least time between two NodeWarm writes for which only the counts of container starts served warm moved (servedStarts, per node and per ImageWarm): a day's tally, and each such write may cost a write of the ImageWarms it counts for, which every agent receives; 0 writes them only along with other changes.")
 	fs.DurationVar(&f.stallTimeout, "pull-stall-timeout", pullengine.DefaultStallTimeout, "Cancel a pull whose bytes have not moved for this long (a registry that holds the connection), with reason Stalled and the usual back-off; 0 never does. At least 10s. Needs containerd's content store (the NodeWarm's PullProgress condition says when it cannot be read).")
 	fs.StringVar(&f.yield, "yield-to-kubelet", string(pullengine.YieldWait), "What the agent does while the runtime pulls blobs none of its pulls fetches (the kubelet pulling a starting Pod's image): wait (start no warm pull until they are in), requeue (also pause the warm pulls under way and queue them again) or off. Needs containerd's content store.")
 	fs.BoolVar(&f.perImageEvents, "per-image-events", false, "Also record the kubelet's Pulling and Pulled events for every image (two events per image per node), besides one Warmed event per ImageWarm.")
@@ -137,6 +139,8 @@ func (f *agentFlags) validateBytes() error {
 		return usagef("--pull-stall-timeout must be 0 (off) or at least 10s, got %v", f.stallTimeout)
 	case f.bytesInterval < 0:
 		return usagef("--pull-progress-interval must be 0 (off) or positive, got %v", f.bytesInterval)
+	case f.servedInterval < 0:
+		return usagef("--served-starts-interval must be 0 (off) or positive, got %v", f.servedInterval)
 	}
 	switch pullengine.YieldMode(f.yield) {
 	case pullengine.YieldOff, pullengine.YieldWait, pullengine.YieldRequeue:
@@ -262,6 +266,7 @@ func setupAgent(ctx context.Context, mgr ctrl.Manager, cri *criclient.Client, f 
 		PerImageEvents:   f.perImageEvents,
 		// Bytes alone are written at most this often.
 		PullProgressInterval: f.bytesInterval,
+		ServedInterval:       f.servedInterval,
 		// An image the node keeps removing is pulled again no more often
 		// than a failing one.
 		EvictionBackOffInitial: f.backOffInitial,

@@ -25,6 +25,7 @@ type controllerFlags struct {
 	leaderElect      bool
 	leaderNamespace  string
 	minWriteInterval time.Duration
+	servedInterval   time.Duration
 	lease            leaseFlags
 	imagesFromKinds  []string
 	secretResync     time.Duration
@@ -67,6 +68,7 @@ func (l *leaseFlags) validate() error {
 func (f *controllerFlags) bind(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.leaderElect, "leader-elect", true, "Elect a leader among replicas, so only one writes ImageWarm status.")
 	fs.StringVar(&f.leaderNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease; empty: the Pod's own namespace.")
+	fs.DurationVar(&f.servedInterval, "served-starts-interval", imagewarm.DefaultServedInterval, "Least time between two writes of one ImageWarm's status for which only servedStarts moved; every such write goes to every agent.")
 	fs.DurationVar(&f.minWriteInterval, "min-status-interval", time.Second, "Least time between two progress writes of one ImageWarm's status; a settled result (no node pulling or yet to report) is written at once, and the last state always is.")
 	fs.StringSliceVar(&f.imagesFromKinds, "images-from-kinds", kindNames(warmv1.WorkloadKinds),
 		"Workload kinds the controller lists and watches, cluster-wide, for ImageWarms' spec.imagesFrom; \"none\" watches none (its RBAC rules can then go). An ImageWarm reading another kind gets ImagesResolved False, reason KindsNotWatched.")
@@ -113,6 +115,9 @@ func runController(args []string, help io.Writer) error {
 	if err := positive("min-status-interval", f.minWriteInterval); err != nil {
 		return err
 	}
+	if err := positive("served-starts-interval", f.servedInterval); err != nil {
+		return err
+	}
 	if err := positive("pull-secret-resync", f.secretResync); err != nil {
 		return err
 	}
@@ -145,7 +150,7 @@ func runController(args []string, help io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
-	r := &imagewarm.Reconciler{Client: mgr.GetClient(), MinWriteInterval: f.minWriteInterval, WatchedKinds: kinds, Clock: binaryClock}
+	r := &imagewarm.Reconciler{Client: mgr.GetClient(), MinWriteInterval: f.minWriteInterval, ServedInterval: f.servedInterval, WatchedKinds: kinds, Clock: binaryClock}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the controller: %w", err)
 	}

@@ -89,6 +89,10 @@ type NodeAgent struct {
 	// for which only the bytes of pulls under way moved; 0: such a change
 	// is not written alone.
 	PullProgressInterval time.Duration
+	// ServedInterval is the least time between two NodeWarm writes for
+	// which only the counts of starts served warm moved; 0: such a change
+	// is not written alone.
+	ServedInterval time.Duration
 	// ContentUnable says why the engine cannot see the bytes of pulls (no
 	// content store); empty when it can.
 	ContentUnable string
@@ -305,13 +309,14 @@ func (a *NodeAgent) gather(ctx context.Context, nw *warmv1.NodeWarm, desired pla
 			engine[ref] = s
 		}
 	}
+	servedStarts, servedByImage := a.carry.served.count(ctx, a.Containers, a.Clock.Now())
 	return plan.Input{
 		Now: a.Clock.Now(), ListedAt: listedAt, Desired: desired, Runtime: presence, Engine: engine,
 		Started: started, Results: results, Disk: a.Engine.DiskUsage(ctx),
 		Conditions: nw.Status.Conditions, RuntimeInfo: a.Runtime, CredentialProviders: a.CredentialProviders, Resync: a.ResyncPeriod,
 		PerImageEvents: a.PerImageEvents, State: a.carry.plan,
 		Pins: a.pinView(ctx), ContentUnable: a.ContentUnable, Yield: a.Engine.Yielding(),
-		ServedStarts:    a.carry.served.count(ctx, a.Containers, a.Clock.Now()),
+		ServedStarts: servedStarts, ServedByImage: servedByImage,
 		EvictionBackOff: plan.BackOff{Initial: a.EvictionBackOffInitial, Max: a.EvictionBackOffMax},
 	}, nil
 }

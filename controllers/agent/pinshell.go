@@ -41,7 +41,7 @@ func (a *NodeAgent) pinView(ctx context.Context) plan.PinView {
 	}
 	names, err := a.Pinner.Mine(ctx)
 	if err != nil {
-		v.Problem = truncate.String(fmt.Sprintf("listing warmer's pins: %v", err), warmv1.MaxConditionMessageLength)
+		v.Problem = truncate.String(fmt.Sprintf("listing warmer's pins: %v", err), warmv1.MaxNodeConditionMessageLength)
 		return v
 	}
 	v.Mine = make(map[string]bool, len(names))
@@ -60,7 +60,7 @@ func (a *NodeAgent) applyPins(ctx context.Context, pins, unpins []string) string
 	var problem string
 	fail := func(op, name string, err error) {
 		if problem == "" {
-			problem = truncate.String(fmt.Sprintf("%s %s: %v", op, name, err), warmv1.MaxConditionMessageLength)
+			problem = truncate.String(fmt.Sprintf("%s %s: %v", op, name, err), warmv1.MaxNodeConditionMessageLength)
 		}
 	}
 	logger := log.FromContext(ctx)

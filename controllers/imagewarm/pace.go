@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -31,6 +32,7 @@ const aggregateBurst = 3
 // progress at most once per interval. A nil statusPacer never defers.
 type statusPacer struct {
 	interval  time.Duration // least time between two progress writes
+	served    time.Duration // least time between two writes of servedStarts alone
 	aggregate time.Duration // least time between two aggregations after the burst
 	now       func() time.Time
 
@@ -89,7 +91,7 @@ type writeHistory struct {
 }
 
 func newStatusPacer(interval, aggregate time.Duration, now func() time.Time) *statusPacer {
-	return &statusPacer{interval: interval, aggregate: min(aggregate, interval), now: now,
+	return &statusPacer{interval: interval, aggregate: min(aggregate, interval), served: DefaultServedInterval, now: now,
 		warms: map[types.NamespacedName]*paceState{}}
 }
 
@@ -119,7 +121,7 @@ func (p *statusPacer) writeWait(key types.NamespacedName, written, next *warmv1.
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return writeDelay(written, next, p.state(key).writes, p.now(), progressInterval(p.interval, p.watchers))
+	return writeDelay(written, next, p.state(key).writes, p.now(), progressInterval(p.interval, p.watchers), p.served)
 }
 
 // wrote records a status write of key, now.
@@ -159,15 +161,34 @@ func (p *statusPacer) state(key types.NamespacedName) *paceState {
 	return s
 }
 
+// DefaultServedInterval is the least time between two writes of an
+// ImageWarm's status for which only servedStarts moved, when
+// Reconciler.ServedInterval is zero: a day's tally, which a busy cluster
+// moves all day, and every write of which goes to every agent.
+const DefaultServedInterval = 10 * time.Minute
+
+// onlyServed says whether next differs from written in servedStarts alone.
+func onlyServed(written, next *warmv1.ImageWarmStatus) bool {
+	if written.ServedStarts == next.ServedStarts {
+		return false
+	}
+	w := *written
+	w.ServedStarts = next.ServedStarts
+	return equality.Semantic.DeepEqual(&w, next)
+}
+
 // writeDelay decides when next may replace written, the status on the
 // server, given the ImageWarm's write history: zero to write now. Progress
 // waits until interval after the last write. A settled status that is a new
 // result (see newResult) is written at once, unless another settled status
 // was written early within the interval: then it waits its turn like
-// progress. So a status that flaps between progress and a result is still
+// progress. A status that differs in servedStarts alone waits served. So a status that flaps between progress and a result is still
 // written at most twice per interval, and a warm that ends is reported as it
 // ends.
-func writeDelay(written, next *warmv1.ImageWarmStatus, h writeHistory, now time.Time, interval time.Duration) time.Duration {
+func writeDelay(written, next *warmv1.ImageWarmStatus, h writeHistory, now time.Time, interval, served time.Duration) time.Duration {
+	if onlyServed(written, next) {
+		return pace.Wait(false, h.last, now, max(interval, served))
+	}
 	return pace.Wait(newResult(written, next) && now.Sub(h.early) >= interval, h.last, now, interval)
 }
 

@@ -70,7 +70,10 @@ func TestWriteDelay(t *testing.T) {
 		warmSmaller = paceStatus(t, 1, P, P)
 		failed      = paceStatus(t, 1, P, P, B)
 		warmGen2    = paceStatus(t, 2, P, P, P)
+		warmServed  = warm
+		twoServed   = twoDone
 	)
+	warmServed.ServedStarts, twoServed.ServedStarts = 7, 7
 	now := time.Unix(1000, 0)
 	ago := func(d time.Duration) time.Time { return now.Add(-d) }
 	const ms = time.Millisecond
@@ -92,9 +95,12 @@ func TestWriteDelay(t *testing.T) {
 		{"warm on a new generation is a new result", &warm, &warmGen2, writeHistory{last: ago(300 * ms)}, 0},
 		{"a second early write within the interval waits", &twoDone, &warm, writeHistory{last: ago(300 * ms), early: ago(500 * ms)}, 700 * ms},
 		{"an early write an interval ago allows another", &twoDone, &warm, writeHistory{last: ago(300 * ms), early: ago(time.Second)}, 0},
+		{"served starts alone wait their interval", &warm, &warmServed, writeHistory{last: ago(time.Minute)}, DefaultServedInterval - time.Minute},
+		{"served starts alone go once it is over", &warm, &warmServed, writeHistory{last: ago(DefaultServedInterval)}, 0},
+		{"served starts with progress are progress", &oneDone, &twoServed, writeHistory{last: ago(time.Second)}, 0},
 	}
 	for _, c := range cases {
-		if got := writeDelay(c.written, c.next, c.h, now, time.Second); got != c.want {
+		if got := writeDelay(c.written, c.next, c.h, now, time.Second, DefaultServedInterval); got != c.want {
 			t.Errorf("%s: writeDelay = %v, want %v", c.name, got, c.want)
 		}
 	}

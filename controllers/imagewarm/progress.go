@@ -77,3 +77,6 @@ func (f *fleetProgress) status() *warmv1.FleetPullProgress {
 
 // maxFleetBytes is the API's bound of FleetPullProgress's byte counts.
 const maxFleetBytes = 999_999_999_999_999_999
+
+// maxFleetServed is the API's bound of ImageWarmStatus.servedStarts.
+const maxFleetServed = 999_999_999_999

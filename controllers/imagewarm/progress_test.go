@@ -57,3 +57,31 @@ func TestAggregatePullProgress(t *testing.T) {
 		t.Errorf("pullProgress %+v with nothing pulling", st.PullProgress)
 	}
 }
+
+// TestAggregateServedStarts sums the starts the matching nodes' agents
+// count for this ImageWarm (its entry in their warms), whatever
+// generation they act on; another ImageWarm's count and a node the
+// selector does not match do not count.
+func TestAggregateServedStarts(t *testing.T) {
+	iw := iwNewWarm(2, nil, "nginx")
+	served := func(gen int64, n int32) []warmv1.WarmRef {
+		w := iwWebAt(gen)
+		for i := range w {
+			w[i].ServedStarts = n * int32(i+1) // the other ImageWarm's first
+		}
+		return w
+	}
+	reports := []warmv1.NodeWarm{
+		iwReport("node-a", served(2, 3), iwImg("nginx", warmv1.ImagePresent)),
+		iwReport("node-b", served(1, 4), iwImg("nginx", warmv1.ImagePresent)),
+		iwReport("node-x", served(2, 100), iwImg("nginx", warmv1.ImagePresent)),
+	}
+	nodes := []metav1.PartialObjectMetadata{iwNodeMeta("node-a"), iwNodeMeta("node-b")}
+	st, err := aggregateStatus(iw, newFleet(nodes, reports))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ServedStarts != 14 {
+		t.Errorf("servedStarts %d, want 6 + 8 from the two matching nodes' entries of this ImageWarm", st.ServedStarts)
+	}
+}

@@ -41,6 +41,10 @@ type Reconciler struct {
 	// ImageWarm after a short burst; DefaultAggregateInterval when zero.
 	// It bounds the work of a fleet reporting on one ImageWarm.
 	AggregateInterval time.Duration
+	// ServedInterval is the least time between two status writes of one
+	// ImageWarm for which only servedStarts moved; DefaultServedInterval
+	// when zero.
+	ServedInterval time.Duration
 	// WatchedKinds are the workload kinds the controller watches for
 	// spec.imagesFrom; nil watches every kind (warmv1.WorkloadKinds), an
 	// empty list none. The manager's cache must have CacheOptions of the
@@ -77,6 +81,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.Clock = clock.RealClock{}
 	}
 	r.pacer = newStatusPacer(interval, aggregate, r.Clock.Now)
+	if r.ServedInterval > 0 {
+		r.pacer.served = r.ServedInterval
+	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("imagewarm").
 		// Our own status writes need no reconcile; spec changes,

@@ -71,6 +71,7 @@ func aggregateStatus(iw *warmv1.ImageWarm, f *fleet) (warmv1.ImageWarmStatus, er
 	}
 	st.ReadyImages, st.Images = t.imageStatuses()
 	st.PullProgress = t.progress.status()
+	st.ServedStarts = min(t.served, maxFleetServed)
 	setRollout(&st, iw, waves)
 	setReady(&st, iw)
 	setProgressing(&st, iw)

@@ -33,6 +33,9 @@ type warmTally struct {
 	failures []rankedFailure           // the first MaxReportedFailures, in order
 	silent   silentNodes               // the first MaxReportedSilentNodes, by name
 	progress fleetProgress
+	// served sums the nodes' starts served warm from this ImageWarm's
+	// images.
+	served int64
 }
 
 // rankedFailure is a failure with its spec index, by which failures of one
@@ -121,6 +124,10 @@ const (
 // since is when the node's silence began, should it have no report.
 func (t *warmTally) addNode(node string, since metav1.Time, nw *warmv1.NodeWarm) nodeOutcome {
 	t.nodes.Matching++
+	if w := t.listedIn(nw); w != nil {
+		// Starts already served count whatever generation the agent is on.
+		t.served += int64(w.ServedStarts)
+	}
 	if !t.reportedBy(nw) {
 		t.nodes.NotReporting++
 		t.silent.add(node, since)
@@ -231,15 +238,21 @@ func lacksPlatform(e *warmv1.NodeImage) bool {
 // spec and resolved images; a report on an older generation, or on another
 // set of resolved images, says nothing about the new images.
 func (t *warmTally) reportedBy(nw *warmv1.NodeWarm) bool {
+	w := t.listedIn(nw)
+	return w != nil && w.Generation >= t.generation && w.Resolved == t.resolved
+}
+
+// listedIn is this ImageWarm's entry in the report's warms; nil if none.
+func (t *warmTally) listedIn(nw *warmv1.NodeWarm) *warmv1.WarmRef {
 	if nw == nil {
-		return false
+		return nil
 	}
-	for _, w := range nw.Status.Warms {
-		if w.Name == t.name && w.Namespace == t.namespace {
-			return w.Generation >= t.generation && w.Resolved == t.resolved
+	for i := range nw.Status.Warms {
+		if w := &nw.Status.Warms[i]; w.Name == t.name && w.Namespace == t.namespace {
+			return w
 		}
 	}
-	return false
+	return nil
 }
 
 // addFailure keeps the failure if it is among the first MaxReportedFailures

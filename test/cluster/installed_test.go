@@ -336,7 +336,7 @@ func watchReady(t *testing.T) func() []string {
 // testStartsServed starts, on the real node, a Pod from an image the
 // installed agent warmed and one from an image it did not: the NodeWarm's
 // servedStarts (what the agent counts from CRI ListContainers) moves by
-// the first alone.
+// the first alone, and so does the ImageWarm's.
 func testStartsServed(t *testing.T) {
 	ctx := context.Background()
 	hello := testbed.GoImage(t, "./test/cluster/hello")
@@ -386,6 +386,18 @@ func testStartsServed(t *testing.T) {
 	poll(t, 3*time.Minute, "servedStarts moved", func() error {
 		if n := servedStarts(t); n != before+1 {
 			return fmt.Errorf("servedStarts %d, want %d", n, before+1)
+		}
+		return nil
+	})
+	// The ImageWarm's own count: the node's start from its image, summed
+	// by the controller (both paced at 5s by the bed's install).
+	poll(t, time.Minute, "the ImageWarm's servedStarts moved", func() error {
+		var got warmv1.ImageWarm
+		if err := node.Client.Get(ctx, client.ObjectKeyFromObject(iw), &got); err != nil {
+			return err
+		}
+		if got.Status.ServedStarts != 1 {
+			return fmt.Errorf("ImageWarm servedStarts %d, want 1", got.Status.ServedStarts)
 		}
 		return nil
 	})

@@ -91,6 +91,6 @@ func pinningCondition(conds []metav1.Condition, pins PinView, t pinTally, now me
 	default:
 		c.Reason, c.Message = warmv1.ReasonPinned, fmt.Sprintf("%d of %d present images asked to be pinned are pinned", t.pinned, t.asked)
 	}
-	c.Message = truncate.String(c.Message, warmv1.MaxConditionMessageLength)
+	c.Message = truncate.String(c.Message, warmv1.MaxNodeConditionMessageLength)
 	return setCondition(conds, c, now)
 }

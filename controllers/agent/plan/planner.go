@@ -63,6 +63,9 @@ type Input struct {
 	// ServedStarts counts the containers started in the last day from
 	// images the agent had warmed (the shell's served.go).
 	ServedStarts int
+	// ServedByImage counts them by the normalised reference the agent
+	// pulled their image by; read only.
+	ServedByImage map[string]int
 	// EvictionBackOff spaces the pulls of an image the node keeps
 	// removing.
 	EvictionBackOff BackOff
@@ -710,7 +713,7 @@ func (p *planner) warmed(complete map[types.NamespacedName]bool) {
 // finishStatus completes the NodeWarm status around the images.
 func (p *planner) finishStatus(st warmv1.NodeWarmStatus) warmv1.NodeWarmStatus {
 	now := metav1.NewTime(p.in.Now)
-	st.Warms = p.in.Desired.warms
+	st.Warms = servedPerWarm(p.in.Desired, p.in.ServedByImage)
 	for _, bad := range p.in.Desired.invalid {
 		since := now
 		if m, ok := p.in.State.images[invalidKey(bad.image)]; ok && m.state == warmv1.ImageFailed {

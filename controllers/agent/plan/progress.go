@@ -92,7 +92,7 @@ func progressCondition(conds []metav1.Condition, unable string, now metav1.Time)
 	}
 	return setCondition(conds, metav1.Condition{Type: warmv1.ConditionPullProgress, Status: metav1.ConditionFalse,
 		Reason:  warmv1.ReasonNoContentView,
-		Message: truncate.String(unable+"; pulls go on without progress or stall detection", warmv1.MaxConditionMessageLength),
+		Message: truncate.String(unable+"; pulls go on without progress or stall detection", warmv1.MaxNodeConditionMessageLength),
 	}, now)
 }
 

@@ -40,6 +40,9 @@ type Pacing struct {
 	// Bytes is the least time between two writes for which only the bytes
 	// of pulls under way moved; 0: such a change is never written alone.
 	Bytes time.Duration
+	// Served is the least time between two writes for which only the
+	// counts of starts served warm moved; 0: never written alone.
+	Served time.Duration
 }
 
 // Due says whether st is to be written at now, or else how long to wait
@@ -50,18 +53,21 @@ type Pacing struct {
 // write (its result). The write that ended last counts too: a slow API
 // server gets fewer writes, not a backlog. A status that differs only in
 // its pulls' bytes waits Bytes since the last write: the bytes move all
-// the time, and would otherwise cost a write every Interval.
+// the time, and would otherwise cost a write every Interval. One that
+// differs only in its served counts waits Served likewise: a busy node
+// starts containers all day.
 func (r *Report) Due(st warmv1.NodeWarmStatus, now time.Time, p Pacing) (time.Duration, bool) {
 	if r.written != nil && sameReport(*r.written, st) {
 		r.changedSince = time.Time{}
 		return 0, false
 	}
-	if r.written != nil && sameReport(withoutProgress(*r.written), withoutProgress(st)) {
+	if r.written != nil && sameReport(withoutServed(withoutProgress(*r.written)), withoutServed(withoutProgress(st))) {
 		r.changedSince = time.Time{}
-		if p.Bytes <= 0 {
+		every := slowPace(*r.written, st, p)
+		if every <= 0 {
 			return 0, false
 		}
-		if wait := r.writtenAt.Add(p.Bytes).Sub(now); wait > 0 {
+		if wait := r.writtenAt.Add(every).Sub(now); wait > 0 {
 			return wait, false
 		}
 		return 0, true
@@ -74,6 +80,32 @@ func (r *Report) Due(st warmv1.NodeWarmStatus, now time.Time, p Pacing) (time.Du
 		return wait, false
 	}
 	return 0, true
+}
+
+// slowPace is the least time between writes for the slow facts that
+// moved from written to st (the bytes of pulls, the served counts): the
+// shortest of their paces; 0 when none may be written alone.
+func slowPace(written, st warmv1.NodeWarmStatus, p Pacing) time.Duration {
+	var every time.Duration
+	if p.Bytes > 0 && !sameReport(withoutServed(written), withoutServed(st)) {
+		every = p.Bytes
+	}
+	if p.Served > 0 && !sameReport(withoutProgress(written), withoutProgress(st)) && (every == 0 || p.Served < every) {
+		every = p.Served
+	}
+	return every
+}
+
+// withoutServed is st without its counts of starts served warm.
+func withoutServed(st warmv1.NodeWarmStatus) warmv1.NodeWarmStatus {
+	st.ServedStarts = 0
+	warms := make([]warmv1.WarmRef, len(st.Warms))
+	for i, w := range st.Warms {
+		w.ServedStarts = 0
+		warms[i] = w
+	}
+	st.Warms = warms
+	return st
 }
 
 // withoutProgress is st without the bytes of its pulls.

@@ -88,3 +88,37 @@ func TestReportDueBytes(t *testing.T) {
 		t.Errorf("another change: Due = %v, %v; want the progress interval", wait, due)
 	}
 }
+
+// TestReportDueServed: a status whose served counts alone moved waits the
+// served pace since the last write, and is never written alone when that
+// pace is 0; with the bytes moved too, the shorter pace decides.
+func TestReportDueServed(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(served int32, done int64) warmv1.NodeWarmStatus {
+		p := &warmv1.PullProgress{BytesDone: done, BytesTotal: 100}
+		return warmv1.NodeWarmStatus{Desired: 2, Present: 1, Pulling: 1, PullProgress: p, ServedStarts: served,
+			Warms:  []warmv1.WarmRef{{Namespace: "a", Name: "w", Generation: 1, ServedStarts: served}},
+			Images: []warmv1.NodeImage{{Image: "a", State: warmv1.ImagePulling, Progress: p}, {Image: "b", State: warmv1.ImagePresent}}}
+	}
+	pace := Pacing{Interval: 2 * time.Second, Bytes: 30 * time.Second, Served: 10 * time.Minute}
+	var r Report
+	r.Wrote(at(1, 10), t0)
+	for _, s := range []struct {
+		name string
+		at   time.Duration
+		st   warmv1.NodeWarmStatus
+		pace Pacing
+		due  bool
+		wait time.Duration
+	}{
+		{"served moved: wait from the write", time.Minute, at(2, 10), pace, false, 9 * time.Minute},
+		{"served and bytes moved: the bytes' pace", 20 * time.Second, at(2, 20), pace, false, 10 * time.Second},
+		{"the served pace is over", 10 * time.Minute, at(3, 10), pace, true, 0},
+		{"never for served alone", 11 * time.Minute, at(3, 10), Pacing{Interval: 2 * time.Second, Bytes: 30 * time.Second}, false, 0},
+	} {
+		wait, due := r.Due(s.st, t0.Add(s.at), s.pace)
+		if due != s.due || wait != s.wait {
+			t.Errorf("%s: Due = %v, %v; want %v, %v", s.name, wait, due, s.wait, s.due)
+		}
+	}
+}

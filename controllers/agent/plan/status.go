@@ -298,3 +298,41 @@ func RuntimeDown(last warmv1.NodeWarmStatus, cause error, now time.Time) warmv1.
 		truncate.String(cause.Error(), warmv1.MaxMessageLength), metav1.NewTime(now))
 	return st
 }
+
+// maxServedPerWarm is the API's bound of WarmRef.servedStarts.
+const maxServedPerWarm = 999_999
+
+// servedPerWarm is d's ImageWarms, each with the starts served from the
+// images it wants: a start counts once for an ImageWarm however many of
+// its entries share the image, and for every ImageWarm that wants it.
+func servedPerWarm(d Desired, byImage map[string]int) []warmv1.WarmRef {
+	if len(byImage) == 0 {
+		return d.warms
+	}
+	perWarm := map[types.NamespacedName]int{}
+	counted := map[string]map[types.NamespacedName]bool{}
+	for _, w := range d.images {
+		n := byImage[w.refKey]
+		if n == 0 {
+			continue
+		}
+		if counted[w.refKey] == nil {
+			counted[w.refKey] = map[types.NamespacedName]bool{}
+		}
+		for _, nn := range w.warms {
+			if !counted[w.refKey][nn] {
+				counted[w.refKey][nn] = true
+				perWarm[nn] += n
+			}
+		}
+	}
+	if len(perWarm) == 0 {
+		return d.warms
+	}
+	out := slices.Clone(d.warms)
+	for i := range out {
+		nn := types.NamespacedName{Namespace: out[i].Namespace, Name: out[i].Name}
+		out[i].ServedStarts = int32(min(perWarm[nn], maxServedPerWarm))
+	}
+	return out
+}
