@@ -137,9 +137,16 @@ IMG ?= ghcr.io/warmer-dev/warmer:$(VERSION)
 IMAGE_TAR ?= bin/warmer-image.tar
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 
+# The platforms `make image` and `make push` build.
+IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
+
 .PHONY: image
 image: ## Build the image IMG for linux/amd64 and linux/arm64 without Docker, reproducibly, as an OCI tarball (IMAGE_TAR).
-	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) go run ./hack/image --image $(IMG) --version $(VERSION) --out $(IMAGE_TAR)
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) go run ./hack/image --image $(IMG) --version $(VERSION) --out $(IMAGE_TAR) --platforms $(IMAGE_PLATFORMS)
+
+.PHONY: push
+push: ## Build the image IMG as `make image` does and push it to IMG's registry (no Docker; logins from ~/.docker/config.json).
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) go run ./hack/image --image $(IMG) --version $(VERSION) --out $(IMAGE_TAR) --platforms $(IMAGE_PLATFORMS) --push
 
 # need-docker stops a recipe with one line when there is no docker command
 # or no engine answering it, rather than with docker's own error halfway.
@@ -165,9 +172,22 @@ set-release: ## Set the image tag config/default and the chart install (RELEASE=
 	sed -i -E 's/^(    newTag: ).*/\1$(RELEASE)/' config/default/kustomization.yaml
 	sed -i -E 's/^appVersion: .*/appVersion: "$(RELEASE)"/' charts/warmer/Chart.yaml
 
+# The overlay `make deploy IMG=...` writes and applies: config/default
+# running IMG (hack/deploy-overlay.sh).
+DEPLOY_DIR ?= bin/deploy
+
+.PHONY: deploy-overlay
+deploy-overlay: ## Write DEPLOY_DIR: config/default running the image IMG (what `make push` pushed).
+	hack/deploy-overlay.sh $(IMG) $(DEPLOY_DIR)
+
 .PHONY: deploy
-deploy: ## Install or upgrade warmer in the current kubectl context (kubectl apply -k config/default).
+deploy: ## Install or upgrade warmer in the current kubectl context: with IMG=..., config/default running that image; without, the release config/default names.
+ifneq ($(filter command line environment,$(origin IMG)),)
+	hack/deploy-overlay.sh $(IMG) $(DEPLOY_DIR)
+	kubectl apply -k $(DEPLOY_DIR)
+else
 	kubectl apply -k config/default
+endif
 
 .PHONY: undeploy
 undeploy: ## Remove warmer, its CRDs and so every ImageWarm, from the current kubectl context.

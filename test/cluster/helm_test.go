@@ -21,7 +21,8 @@ import (
 const helmRelease = "warmer"
 
 // TestHelmInstall installs warmer with `helm install` of charts/warmer, as
-// a user would: values that change only the image, and a post-renderer
+// the README says before any release: the image `make push` pushed to the
+// test registry, set by the chart's image values, and a post-renderer
 // adding what the bed's network needs, the same component
 // (testdata/bed) the kubectl install takes. The agent and the controller
 // become Ready, a sample ImageWarm too, and `helm uninstall` leaves
@@ -29,7 +30,7 @@ const helmRelease = "warmer"
 // the namespace it installs into, so the test makes it before and deletes
 // it after, as the user would.
 func TestHelmInstall(t *testing.T) {
-	importWarmerImage(t, warmerTag)
+	repo := strings.TrimSuffix(pushWarmerImage(t), ":"+warmerTag)
 	pushed := pushSamples(t)
 	removeBedCRDs(t)
 	layer := helmLayer(t)
@@ -44,7 +45,7 @@ func TestHelmInstall(t *testing.T) {
 
 	helm(t, "install", helmRelease, filepath.Join(testbed.RepoRoot(t), "charts", "warmer"),
 		"--namespace", installNamespace,
-		"--set", "image.repository="+warmerRepo, "--set", "image.tag="+warmerTag,
+		"--set", "image.repository="+repo, "--set", "image.tag="+warmerTag,
 		"--post-renderer", "kustomize-bed", "--post-renderer-args", layer)
 	waitWorkloads(t)
 	kubectl(t, "apply", "-k", samples)

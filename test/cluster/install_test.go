@@ -3,9 +3,12 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"path/filepath"
+	goruntime "runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,8 +23,8 @@ import (
 	"github.com/warmer-dev/warmer/test/testbed"
 )
 
-// warmerRepo is the release image's repository, and warmerTag the tag the
-// overlay in testdata/overlay gives it.
+// warmerRepo is the release image's repository, and warmerTag the tag
+// the installs give the image under test.
 const (
 	warmerRepo = testbed.WarmerRepo
 	warmerTag  = "v0.0.0-cluster"
@@ -30,19 +33,20 @@ const (
 // installNamespace is where config/default puts every namespaced object.
 const installNamespace = "warmer-system"
 
-// TestKustomizeInstall installs warmer as a user would: the release image
-// (built by internal/image, what `make image` runs) imported into the
-// node's containerd, `kubectl apply -k` of config/default through an
-// overlay that changes only the image and what the bed's network needs;
+// TestKustomizeInstall installs warmer as the README's Install section
+// says, before any release: `make push IMG=...` to the test registry, the
+// overlay `make deploy IMG=...` writes (config/default running that
+// image), applied with `kubectl apply -k` through a layer that adds only
+// what the bed's network needs (testdata/bed) and this run's ports; the
+// node pulls the agent's image from the registry like any other;
 // the agent and the controller become Ready, the samples' ImageWarms too
 // (their images pulled from the test registry under their docker.io
 // names). Its subtests then check the running install (installed_test.go),
 // and `kubectl delete -k` must leave nothing of it in the cluster or on the
 // node.
 func TestKustomizeInstall(t *testing.T) {
-	importWarmerImage(t, warmerTag)
 	pushed := pushSamples(t)
-	layer := bedLayer(t)
+	layer := deployLayer(t, pushWarmerImage(t))
 	samples := filepath.Join(testbed.RepoRoot(t), "config", "samples")
 	t.Cleanup(func() {
 		// After a failure, as after success: the bed is shared.
@@ -113,14 +117,48 @@ func removeImage(t *testing.T, ref string) {
 // node.
 func importWarmerImage(t *testing.T, tag string) { testbed.ImportWarmerImage(t, node, tag) }
 
-// bedLayer writes, in a temporary folder, the layer over testdata/overlay
-// that only this run knows (see writeRunLayer) and returns the folder, for
-// kubectl -k.
-func bedLayer(t *testing.T) string {
+// pushedWarmer is the image pushWarmerImage pushed, once per run.
+var pushedWarmer struct {
+	sync.Mutex
+	image string
+}
+
+// pushWarmerImage runs `make push` for this machine's platform, to the
+// test registry as <registry>/warmer-dev/warmer:warmerTag, and returns
+// that name: what a user pushes before installing.
+func pushWarmerImage(t *testing.T) string {
 	t.Helper()
+	pushedWarmer.Lock()
+	defer pushedWarmer.Unlock()
+	if pushedWarmer.image != "" {
+		return pushedWarmer.image
+	}
+	img := reg.Host + "/warmer-dev/warmer:" + warmerTag
+	runMake(t, "push", "IMG="+img, "IMAGE_PLATFORMS=linux/"+goruntime.GOARCH, "IMAGE_TAR="+filepath.Join(t.TempDir(), "warmer-image.tar"))
+	pushedWarmer.image = img
+	return img
+}
+
+// deployLayer writes the overlay `make deploy IMG=image` applies, and, in
+// another temporary folder, the bed's layer over it (testdata/bed and
+// what only this run knows, see writeRunLayer); it returns the latter,
+// for kubectl -k.
+func deployLayer(t *testing.T, image string) string {
+	t.Helper()
+	deploy := filepath.Join(t.TempDir(), "deploy")
+	runMake(t, "deploy-overlay", "IMG="+image, "DEPLOY_DIR="+deploy)
 	dir := t.TempDir()
-	writeRunLayer(t, dir, "resources:\n  - "+relPath(t, dir, testdata(t, "overlay")))
+	writeRunLayer(t, dir, "resources:\n  - "+relPath(t, dir, deploy)+"\ncomponents:\n  - "+relPath(t, dir, testdata(t, "bed")))
 	return dir
+}
+
+// runMake runs a target of the project's Makefile, as a user would.
+func runMake(t *testing.T, args ...string) {
+	t.Helper()
+	cmd := exec.Command("make", append([]string{"-C", testbed.RepoRoot(t)}, args...)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
 }
 
 // writeRunLayer writes in dir a kustomization of head and of what only

@@ -30,8 +30,11 @@ const nextTag = "v0.0.0-cluster-next"
 func testNewImageTag(t *testing.T, layer string) {
 	importWarmerImage(t, nextTag)
 	dir := t.TempDir()
-	k := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - %s\nimages:\n  - name: %s\n    newTag: %s\n",
-		relPath(t, dir, layer), warmerRepo, nextTag)
+	// The install runs the image pushed to the test registry; the new one
+	// is imported under the release's name.
+	pushed := strings.TrimSuffix(pushWarmerImage(t), ":"+warmerTag)
+	k := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - %s\nimages:\n  - name: %s\n    newName: %s\n    newTag: %s\n",
+		relPath(t, dir, layer), pushed, warmerRepo, nextTag)
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
 		t.Fatal(err)
 	}
