@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,8 +123,17 @@ func TestVerification(t *testing.T) {
 	if slices.ContainsFunc(third.Pulls, func(p Pull) bool { return p.Scope == "b" || p.Scope == "" }) {
 		t.Errorf("pulls %+v: b's and the node-wide entry are done", third.Pulls)
 	}
-	if !slices.Contains(eventNames(third.Events), "Failed "+imgA) {
-		t.Errorf("events %q: want a's Failed", eventNames(third.Events))
+	wantFailedTold(t, in, third, "Unauthorized")
+}
+
+// wantFailedTold runs the pass after prev once the ImageWarm's failures
+// held still: one summed-up Failed event, saying why.
+func wantFailedTold(t *testing.T, in Input, prev Output, why string) {
+	t.Helper()
+	in.State, in.Now, in.Results = prev.State, in.Now.Add(failureSettle), nil
+	out := Decide(in)
+	if evs := out.Events; len(evs) != 1 || evs[0].Reason != warmv1.ReasonFailed || !strings.Contains(evs[0].Note, why) {
+		t.Errorf("events %+v: want the ImageWarm's Failed, saying %s", evs, why)
 	}
 }
 

@@ -23,9 +23,10 @@ import (
 // every Pod, and a pre-warmer doing the same records two events per image
 // per node, all on one ImageWarm (20,000 for ten images on 1,000 nodes),
 // which bury the failures in `kubectl describe`. So each node records one
-// Warmed event per ImageWarm when the last of its images arrives, and keeps
-// per-image events for what needs a look: failures, back-offs, evictions
-// and bad secrets. --per-image-events brings back Pulling and Pulled.
+// Warmed event per ImageWarm when the last of its images arrives, one
+// Failed event per ImageWarm and set of failing images (failures.go), and
+// keeps per-image events for evictions and bad secrets.
+// --per-image-events records the kubelet's per-image events instead.
 
 // Event actions (events.k8s.io wants one on every event).
 const (

@@ -48,7 +48,8 @@ type Input struct {
 	CredentialProviders []string
 	// Resync bounds the time to the next pass.
 	Resync time.Duration
-	// PerImageEvents asks for the kubelet's Pulling and Pulled events.
+	// PerImageEvents asks for the kubelet's per-image events (Pulling,
+	// Pulled, Failed, BackOff) instead of the summed-up Warmed and Failed.
 	PerImageEvents bool
 	// Taint is the node's startup taint (startuptaint.go).
 	Taint TaintInput
@@ -146,6 +147,9 @@ type State struct {
 	// warming tallies, per ImageWarm, the pulls done for it since its
 	// last Warmed event.
 	warming map[types.NamespacedName]warmProgress
+	// failures is, per ImageWarm, what its summed-up Failed event last
+	// told (failures.go).
+	failures map[types.NamespacedName]failureMemory
 	// proofs are the entries' verifications, by entry key, kept for
 	// proofTTL after the entry was last wanted: an ImageWarm that stops
 	// and starts matching the node (a label flapping) finds its proof
@@ -269,6 +273,13 @@ func Decide(in Input) Output {
 			p.out.State.warming[nn] = t
 		}
 	}
+	p.out.State.failures = map[types.NamespacedName]failureMemory{}
+	for nn, f := range in.State.failures {
+		if in.Desired.objects[nn] != nil {
+			p.out.State.failures[nn] = f
+		}
+	}
+	p.folds = map[types.NamespacedName]*failureFold{}
 	p.evicted = map[string]bool{}
 	p.pinKept = map[string]bool{}
 	p.takeStarted()
@@ -282,6 +293,7 @@ func Decide(in Input) Output {
 	}
 	for _, key := range in.Desired.Keys() {
 		img, done := p.image(key, in.Desired.images[key])
+		p.foldFailure(in.Desired.images[key], &img, p.out.State.images[key])
 		st.Images = append(st.Images, img)
 		doneKeys[key] = done
 		for _, nn := range in.Desired.images[key].warms {
@@ -290,6 +302,7 @@ func Decide(in Input) Output {
 	}
 	p.out.Pulls = onePullPerImage(p.out.Pulls)
 	p.warmed(complete)
+	p.failureEvents()
 	p.unpins()
 	p.levelEvent()
 	p.out.Status = p.finishStatus(st)
@@ -311,6 +324,8 @@ type planner struct {
 	evicted map[string]bool
 	// pinKept are the references some entry keeps pinned (pins.go).
 	pinKept map[string]bool
+	// folds sums each ImageWarm's failing images (failures.go).
+	folds map[types.NamespacedName]*failureFold
 	// proven holds, by provenKey, the images some entry's credentials
 	// fetched: another spelling of the same repository under the same
 	// credentials (a tag and its digest) needs no pull of its own.
@@ -369,7 +384,9 @@ func (p *planner) takeResults() {
 		default:
 			m.failures++
 			m.failed = &res
-			p.event(eventFailed(w, res))
+			if p.in.PerImageEvents {
+				p.event(eventFailed(w, res))
+			}
 		}
 		p.out.State.images[key] = m
 	}
@@ -437,7 +454,7 @@ func (p *planner) image(key string, w *wantedImage) (warmv1.NodeImage, bool) {
 		p.recentEvictions(&img, m)
 	}
 	img.Pinned = p.pinImage(w, v)
-	if img.State == warmv1.ImageBackOff && m.state != warmv1.ImageBackOff && !evictHeld { // Evicted said it
+	if p.in.PerImageEvents && img.State == warmv1.ImageBackOff && m.state != warmv1.ImageBackOff && !evictHeld { // Evicted said it
 		p.event(eventBackOff(w))
 	}
 	if img.State != m.state || m.since.IsZero() {

@@ -240,7 +240,7 @@ func TestPlanRefresh(t *testing.T) {
 // disk, and missing credentials.
 func TestPlanFailures(t *testing.T) {
 	fx := newPlanFixtures()
-	runPlanCases(t, []planCase{{
+	runPlanCases(t, perImageEvents([]planCase{{
 		name: "failed: an event, a count, back-off with its reason, and the next pass when it ends",
 		in: func() Input {
 			in := input(fx.one)
@@ -310,7 +310,7 @@ func TestPlanFailures(t *testing.T) {
 			return in
 		},
 		state:  map[string]warmv1.ImageState{imgA: warmv1.ImagePresent},
-		events: []string{warmv1.ReasonWarmed},
+		events: []string{"Pulled " + imgA, warmv1.ReasonWarmed},
 		check: func(t *testing.T, out Output) {
 			if m := out.State.images[imgA]; m.failures != 0 || m.failed != nil {
 				t.Errorf("memory %+v: want failures cleared", m)
@@ -349,7 +349,7 @@ func TestPlanFailures(t *testing.T) {
 		pulls: []string{imgA},
 		state: map[string]warmv1.ImageState{imgA: warmv1.ImageBackOff},
 		check: nextPassIn(secretRetry),
-	}})
+	}}))
 }
 
 // TestPlanRollout decides images under a rollout and under suspend: not
@@ -400,6 +400,22 @@ func TestPlanRollout(t *testing.T) {
 		in:    func() Input { return input(fx.paused) },
 		state: map[string]warmv1.ImageState{imgA: warmv1.ImageSkipped},
 	}})
+}
+
+// perImageEvents runs cases with --per-image-events: they check the
+// per-image Failed and BackOff events (failures_test.go the summed-up
+// ones) and a next pass that no summed-up event's settling brings
+// forward.
+func perImageEvents(cases []planCase) []planCase {
+	for i := range cases {
+		in := cases[i].in
+		cases[i].in = func() Input {
+			x := in()
+			x.PerImageEvents = true
+			return x
+		}
+	}
+	return cases
 }
 
 // runPlanCases runs a table of decisions.
