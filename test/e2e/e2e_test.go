@@ -175,16 +175,63 @@ func TestE2E(t *testing.T) {
 		t.Logf("fixed secret honoured after %v (back-off %v)", time.Since(start).Round(100*time.Millisecond), f.AgentSettings.BackOffInitial)
 	})
 
-	t.Run("missing tag is NotFound", func(t *testing.T) {
-		missing := regs.Anon.Ref("test/small:nope")
-		f.Create(t, build.ImageWarm(ns, "missing", build.Images(missing), build.MatchLabel(corev1.LabelHostname, "node-1")))
+	// Twelve missing tags on every node: each node sums them up in one
+	// Failed event, and the retries that fail alike write none.
+	t.Run("missing tags are NotFound, in one Failed event per node", func(t *testing.T) {
+		var missing []string
+		for i := range 12 {
+			missing = append(missing, regs.Anon.Ref(fmt.Sprintf("test/small:nope-%02d", i)))
+		}
+		iw := build.ImageWarm(ns, "missing", build.Images(missing...))
+		f.Create(t, iw)
 		testbed.Eventually(t, 60*time.Second, "NotFound in status", func() error {
 			st := f.ImageWarm(t, ns, "missing").Status
-			if len(st.Failures) == 0 || st.Failures[0].Reason != "NotFound" || st.Failures[0].Node != "node-1" {
-				return fmt.Errorf("failures %+v", st.Failures)
+			if len(st.Failures) == 0 || st.Failures[0].Reason != "NotFound" || st.Failures[0].Node != "node-1" || st.Nodes.Failed != 3 {
+				return fmt.Errorf("failures %+v, nodes %+v", st.Failures, st.Nodes)
 			}
 			return nil
 		})
+		want := "12 of 12 images failed to pull (NotFound 12)"
+		folded := func() error {
+			evs := f.Events(t, ns, "missing", "")
+			nodes := map[string]bool{}
+			for _, e := range evs {
+				if e.Reason != "Failed" || !strings.Contains(e.Note, want) {
+					return fmt.Errorf("event %s %q: want only Failed events saying %q", e.Reason, e.Note, want)
+				}
+				nodes[e.Related.Name] = true
+			}
+			if len(evs) != len(f.Nodes) || len(nodes) != len(f.Nodes) {
+				return fmt.Errorf("%d events from %d nodes, want one from each of %d", len(evs), len(nodes), len(f.Nodes))
+			}
+			return nil
+		}
+		testbed.Eventually(t, 30*time.Second, "one Failed event per node", folded)
+		// Every image retried at least once after its back-off, failing
+		// alike: still one event per node, none patched into a series.
+		testbed.Eventually(t, 2*f.AgentSettings.BackOffMax, "every missing image retried on node-1", func() error {
+			for _, ref := range missing {
+				img, err := f.NodeImage("node-1", ref)
+				if err != nil {
+					return err
+				}
+				if img.Attempts < 2 {
+					return fmt.Errorf("%s: %d attempts", ref, img.Attempts)
+				}
+			}
+			return nil
+		})
+		if err := folded(); err != nil {
+			t.Error(err)
+		}
+		for _, e := range f.Events(t, ns, "missing", "Failed") {
+			if e.Series != nil {
+				t.Errorf("event of %s continued as a series (%d): the retries that failed alike wrote", e.Related.Name, e.Series.Count)
+			}
+		}
+		if err := f.CP.Client.Delete(context.Background(), f.ImageWarm(t, ns, "missing")); err != nil {
+			t.Fatal(err)
+		}
 	})
 
 	t.Run("stopped registry is RegistryUnavailable and recovers", func(t *testing.T) {
