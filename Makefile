@@ -73,11 +73,16 @@ build: ## Build bin/warmer (static, version stamped) and compile every package.
 ##@ Testing
 
 .PHONY: testbed
-testbed: ## Install containerd, docker-registry, runc and the CNI plugins (apt); build kube-apiserver, etcd, helm, the kubelet and containerd 2.x (cached).
-	hack/install-testbed-deps.sh
-	hack/install-envtest-assets.sh >/dev/null
+testbed: testbed-sim ## Install containerd, docker-registry, runc and the CNI plugins (apt); build kube-apiserver, etcd, helm, the kubelet and containerd 2.x (cached).
 	hack/install-helm.sh >/dev/null
 	hack/install-node-assets.sh >/dev/null
+
+# What the simulated nodes need (the demo, the fleets): no helm, and no real
+# node's kubelet or containerd 2.x, which take most of a cold build.
+.PHONY: testbed-sim
+testbed-sim: ## Install containerd, docker-registry, runc and the CNI plugins (apt); build kube-apiserver and etcd (cached).
+	hack/install-testbed-deps.sh
+	hack/install-envtest-assets.sh >/dev/null
 
 # The folder install-envtest-assets.sh fills; it prints it as its last line.
 ASSETS = $$(hack/install-envtest-assets.sh 2>/dev/null)
@@ -89,7 +94,7 @@ test: testbed ## Run every test: unit, API validation on a real kube-apiserver, 
 	assets="$(ASSETS)"; node="$(NODE_ASSETS)"; KUBEBUILDER_ASSETS="$$assets" WARMER_NODE_ASSETS="$$node" PATH="$$PATH:$$assets" go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: e2e
-e2e: testbed ## Run only the end-to-end test: the controller and three agents on real containerd.
+e2e: testbed-sim ## Run only the end-to-end test: the controller and three agents on real containerd.
 	assets="$(ASSETS)"; KUBEBUILDER_ASSETS="$$assets" PATH="$$PATH:$$assets" go test $(GO_TEST_FLAGS) -v ./test/e2e
 
 # BENCH_ROUNDS: rounds of the time-to-warm benchmarks. BENCH_FULL=1: fleets
@@ -122,7 +127,7 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 5s).
 ##@ Sandbox
 
 .PHONY: demo
-demo: testbed ## Bring up the local sandbox (kube-apiserver, a registry, two containerd nodes) and apply config/samples.
+demo: testbed-sim ## Bring up the local sandbox (kube-apiserver, a registry, two containerd nodes) and apply config/samples.
 	assets="$(ASSETS)"; KUBEBUILDER_ASSETS="$$assets" PATH="$$PATH:$$assets" go run ./test/sandbox $(DEMO_FLAGS)
 
 ##@ Deployment
