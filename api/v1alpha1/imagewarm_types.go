@@ -153,7 +153,9 @@ type NodeCounts struct {
 	// failed nodes failed to pull some image and are backing off.
 	// +optional
 	Failed int32 `json:"failed"`
-	// notReporting nodes match but have no agent report for this ImageWarm.
+	// notReporting nodes match but have no agent report for this
+	// ImageWarm, or their agent is dead: its Pod has not been Ready for a
+	// minute, whatever its last report said.
 	// +optional
 	NotReporting int32 `json:"notReporting"`
 	// unsupported nodes lack the platform (OS and architecture) of some
@@ -300,8 +302,9 @@ type ImageWarmStatus struct {
 	Resolved *ResolvedImages `json:"resolved,omitempty"`
 
 	// silentNodes names the first 10 matching nodes, by name, whose agent
-	// has not reported on observedGeneration, with when their silence
-	// began.
+	// has not reported on observedGeneration, or is dead (its Pod not
+	// Ready for a minute), with when their silence began (for a dead
+	// agent, when its Pod stopped being Ready).
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=10

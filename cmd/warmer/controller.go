@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"io"
 	"slices"
 	"time"
@@ -26,6 +27,7 @@ type controllerFlags struct {
 	leaderNamespace  string
 	minWriteInterval time.Duration
 	servedInterval   time.Duration
+	agentNamespace   string
 	lease            leaseFlags
 	imagesFromKinds  []string
 	secretResync     time.Duration
@@ -68,6 +70,7 @@ func (l *leaseFlags) validate() error {
 func (f *controllerFlags) bind(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.leaderElect, "leader-elect", true, "Elect a leader among replicas, so only one writes ImageWarm status.")
 	fs.StringVar(&f.leaderNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease; empty: the Pod's own namespace.")
+	fs.StringVar(&f.agentNamespace, "agent-namespace", os.Getenv("POD_NAMESPACE"), "Namespace of the agent Pods, whose readiness says which agents are alive: a node whose agent Pod has not been Ready for a minute counts as not reporting and frees its rollout slot (default $POD_NAMESPACE; empty: agents are judged by their reports alone).")
 	fs.DurationVar(&f.servedInterval, "served-starts-interval", imagewarm.DefaultServedInterval, "Least time between two writes of one ImageWarm's status for which only servedStarts moved; every such write goes to every agent.")
 	fs.DurationVar(&f.minWriteInterval, "min-status-interval", time.Second, "Least time between two progress writes of one ImageWarm's status; a settled result (no node pulling or yet to report) is written at once, and the last state always is.")
 	fs.StringSliceVar(&f.imagesFromKinds, "images-from-kinds", kindNames(warmv1.WorkloadKinds),
@@ -145,12 +148,12 @@ func runController(args []string, help io.Writer) error {
 		LeaseDuration:                 ptr(f.lease.duration),
 		RenewDeadline:                 ptr(f.lease.renewDeadline),
 		RetryPeriod:                   ptr(f.lease.retryPeriod),
-		Cache:                         controllerCache(kinds, f.secretNamespace),
+		Cache:                         controllerCache(kinds, f.secretNamespace, f.agentNamespace),
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
-	r := &imagewarm.Reconciler{Client: mgr.GetClient(), MinWriteInterval: f.minWriteInterval, ServedInterval: f.servedInterval, WatchedKinds: kinds, Clock: binaryClock}
+	r := &imagewarm.Reconciler{Client: mgr.GetClient(), MinWriteInterval: f.minWriteInterval, ServedInterval: f.servedInterval, AgentNamespace: f.agentNamespace, WatchedKinds: kinds, Clock: binaryClock}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the controller: %w", err)
 	}
@@ -169,10 +172,14 @@ func runController(args []string, help io.Writer) error {
 }
 
 // controllerCache is the controller's cache: the workload kinds it
-// watches, and of Secrets only the copies in its namespace.
-func controllerCache(kinds []warmv1.WorkloadKind, secretNamespace string) cache.Options {
+// watches, of Secrets only the copies in its namespace, and of Pods only
+// the agents' in theirs.
+func controllerCache(kinds []warmv1.WorkloadKind, secretNamespace, agentNamespace string) cache.Options {
 	opts := imagewarm.CacheOptions(kinds)
 	opts.ByObject[&corev1.Secret{}] = pullsecrets.CacheOptions(secretNamespace)
+	if agentNamespace != "" {
+		opts.ByObject[&corev1.Pod{}] = imagewarm.AgentPodCache(agentNamespace)
+	}
 	return opts
 }
 

@@ -53,6 +53,10 @@ func (r *Reconciler) readFleet(ctx context.Context) (*fleet, error) {
 	}
 	f := newFleet(nodes.Items, reports.Items)
 	f.now = r.Clock.Now()
+	var err error
+	if f.agents, err = r.readAgents(ctx); err != nil {
+		return nil, err
+	}
 	return f, nil
 }
 

@@ -147,7 +147,7 @@ func apartText(st *warmv1.ImageWarmStatus, reason string) string {
 
 // notReportingText counts the silent nodes and names the first few.
 func notReportingText(st *warmv1.ImageWarmStatus, iw *warmv1.ImageWarm) string {
-	return fmt.Sprintf("%d/%d matching nodes have not reported on generation %d: %s",
+	return fmt.Sprintf("%d/%d matching nodes have not reported on generation %d, or their agent is down: %s",
 		st.Nodes.NotReporting, st.Nodes.Matching, iw.Generation, silentNames(st))
 }
 

@@ -61,7 +61,7 @@ func TestReadiness(t *testing.T) {
 		{name: "one silent node blocks Ready by default", n: 10, ready: 9,
 			counts:  warmv1.NodeCounts{Matching: 10, Ready: 9, NotReporting: 1},
 			want:    iwWantCond{F, warmv1.ReasonNotReporting},
-			message: []string{"1/10 matching nodes have not reported on generation 1: node-09"}},
+			message: []string{"1/10 matching nodes have not reported on generation 1, or their agent is down: node-09"}},
 		{name: "90% met with one silent node", min: ptrTo(pct("90%")), n: 10, ready: 9,
 			counts:  warmv1.NodeCounts{Matching: 10, Ready: 9, NotReporting: 1},
 			want:    iwWantCond{T, warmv1.ReasonMinReadyNodesMet},

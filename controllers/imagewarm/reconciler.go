@@ -45,6 +45,11 @@ type Reconciler struct {
 	// ImageWarm for which only servedStarts moved; DefaultServedInterval
 	// when zero.
 	ServedInterval time.Duration
+	// AgentNamespace is where the agent Pods run, whose readiness says
+	// which agents are alive (liveness.go); empty: agents are judged by
+	// their reports alone. The manager's cache must hold those Pods
+	// (AgentPodCache).
+	AgentNamespace string
 	// WatchedKinds are the workload kinds the controller watches for
 	// spec.imagesFrom; nil watches every kind (warmv1.WorkloadKinds), an
 	// empty list none. The manager's cache must have CacheOptions of the
@@ -91,6 +96,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&warmv1.ImageWarm{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&warmv1.NodeWarm{}, nodeWarmHandler()).
 		WatchesMetadata(&corev1.Node{}, r.nodeHandler())
+	if r.AgentNamespace != "" {
+		b = b.Watches(&corev1.Pod{}, r.agentPodHandler())
+	}
 	return r.watchWorkloads(b).Complete(r)
 }
 
@@ -128,6 +136,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// Waiting nodes may owe their wait to a node whose agent's
 		// grace runs out with no event to say so.
 		res.RequeueAfter = rolloutRecheck
+	}
+	if d := f.nextDeath(); err == nil && d > 0 && (res.RequeueAfter == 0 || d < res.RequeueAfter) {
+		// An agent down now counts as dead then, with no event to say so.
+		res.RequeueAfter = d
 	}
 	return res, err
 }

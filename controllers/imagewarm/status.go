@@ -18,6 +18,9 @@ import (
 type fleet struct {
 	nodes   []metav1.PartialObjectMetadata
 	reports map[string]*warmv1.NodeWarm
+	// agents is each node's agent as its Pods say (liveness.go); nil
+	// when the controller does not watch them.
+	agents map[string]agentState
 	// now is when the fleet was read.
 	now time.Time
 }
@@ -51,7 +54,13 @@ func aggregateStatus(iw *warmv1.ImageWarm, f *fleet) (warmv1.ImageWarmStatus, er
 			continue
 		}
 		since := silentSince(seen, n)
-		out := t.addNode(n.Name, since, f.reports[n.Name])
+		var out nodeOutcome
+		if down, dead := f.agentDown(n.Name); dead {
+			since = metav1.NewTime(down)
+			out = t.addDeadAgent(n.Name, since)
+		} else {
+			out = t.addNode(n.Name, since, f.reports[n.Name])
+		}
 		if iw.Spec.Rollout != nil {
 			waves = append(waves, rolloutNode{name: n.Name, place: int64(warmv1.RolloutPlace(iw.UID, n.Name)),
 				outcome: awaitingAgent(out, since, f.now)})

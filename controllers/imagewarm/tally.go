@@ -188,6 +188,16 @@ func (t *warmTally) addNode(node string, since metav1.Time, nw *warmv1.NodeWarm)
 	return out
 }
 
+// addDeadAgent counts a matching node whose agent is dead (liveness.go)
+// since then: not reporting, whatever its last report said, and holding
+// no rollout slot.
+func (t *warmTally) addDeadAgent(node string, since metav1.Time) nodeOutcome {
+	t.nodes.Matching++
+	t.nodes.NotReporting++
+	t.silent.add(node, since)
+	return nodeOutcome{state: nodeNoAgent}
+}
+
 // takeEntries indexes the report's entries of this ImageWarm's images. An
 // image may have an entry per namespace whose pull secrets it is pulled
 // with: this ImageWarm's is its namespace's, if the node has one, else
