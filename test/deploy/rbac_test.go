@@ -171,6 +171,17 @@ func TestControllerPermissions(t *testing.T) {
 			return c.Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: teamNamespace, Name: "web"}})
 		}},
 		{name: "list Pods", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error { return c.List(ctx, &corev1.PodList{}) }},
+		// Which agents are alive: the agent Pods of warmer's namespace,
+		// read only.
+		{name: "watch Pods in warmer's namespace", want: allowed, do: func(ctx context.Context, c client.WithWatch) error {
+			return watchOnce(ctx, c, &corev1.PodList{}, client.InNamespace(systemNamespace))
+		}},
+		{name: "list Pods of another namespace", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error {
+			return c.List(ctx, &corev1.PodList{}, client.InNamespace(teamNamespace))
+		}},
+		{name: "delete a Pod in warmer's namespace", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error {
+			return c.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: systemNamespace, Name: "warmer-agent-x"}})
+		}},
 		{name: "list ReplicaSets", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error { return c.List(ctx, &appsv1.ReplicaSetList{}) }},
 		{name: "create its Lease", want: allowed, do: func(ctx context.Context, c client.WithWatch) error {
 			return c.Create(ctx, newLease(systemNamespace, leaseName))

@@ -50,6 +50,11 @@ func TestRolloutPassesDeadAgent(t *testing.T) {
 			return []testbed.ContainerdOption{testbed.WithMirror(reg.Host, proxies[node].Host)}
 		},
 	})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("controller log:\n%s", f.Controller.Log(60))
+		}
+	})
 	for _, n := range nodes {
 		agentPodReady(t, f, n, true)
 	}

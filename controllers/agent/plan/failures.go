@@ -165,11 +165,9 @@ func failuresNote(f *failureFold) string {
 	// aside, is shared by the images named.
 	per := max(40, (MaxEventNote-320-b.Len())/maxFailuresNamed)
 	for _, x := range f.failed[:min(len(f.failed), maxFailuresNamed)] {
-		line := fmt.Sprintf(" %q %s: %s;", x.image, x.reason, x.message)
-		if len(line) > per {
-			line = line[:per-4] + "...;"
-		}
-		b.WriteString(line)
+		head := fmt.Sprintf(" %q: %s: ", plainText(x.image, per/2), x.reason)
+		// The message keeps its ends: its cause comes last.
+		fmt.Fprintf(&b, "%s%s;", head, plainText(x.message, max(20, per-len(head)-1)))
 	}
 	if more := len(f.failed) - maxFailuresNamed; more > 0 {
 		fmt.Fprintf(&b, " and %d more", more)

@@ -120,14 +120,16 @@ func TestFailuresFold(t *testing.T) {
 }
 
 // TestFailuresNoteBound keeps the note within an event's bound however
-// long the images' names and messages are, naming the first few.
+// long the images' names and messages are, naming the first few, each
+// message keeping its end (the cause).
 func TestFailuresNoteBound(t *testing.T) {
 	f := &failureFold{images: 100}
 	for i := range 50 {
-		f.failed = append(f.failed, failedImage{image: strings.Repeat("x", 500) + string(rune('a'+i%26)), reason: "NotFound", message: strings.Repeat("m", 256)})
+		f.failed = append(f.failed, failedImage{image: strings.Repeat("x", 500) + string(rune('a'+i%26)), reason: "NotFound", message: strings.Repeat("m", 240) + " THE-CAUSE"})
 	}
 	n := failuresNote(f)
-	if len(n)+253 > MaxEventNote || !strings.Contains(n, "50 of 100 images failed to pull (NotFound 50)") || !strings.Contains(n, "and 47 more") {
-		t.Errorf("note of %d bytes %q: want under %d with the node's name, the counts and how many more", len(n), n, MaxEventNote)
+	if len(n)+253 > MaxEventNote || !strings.Contains(n, "50 of 100 images failed to pull (NotFound 50)") || !strings.Contains(n, "and 47 more") ||
+		strings.Count(n, "THE-CAUSE") != maxFailuresNamed {
+		t.Errorf("note of %d bytes %q: want under %d with the node's name, the counts, each named image's cause and how many more", len(n), n, MaxEventNote)
 	}
 }

@@ -103,8 +103,21 @@ func waitPresent(t *testing.T, f *testbed.Fleet, node, ref string, within time.D
 }
 
 // failedEvent returns the note of the earliest Failed event on the warm
-// that names reason.
+// that names reason, waiting for it: the agent sums up an ImageWarm's
+// failures once they held still for a few seconds (controllers/agent/plan
+// failures.go).
 func failedEvent(t *testing.T, f *testbed.Fleet, name, reason string) (string, error) {
+	t.Helper()
+	var note string
+	var err error
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+		if note, err = findFailed(t, f, name, reason); err == nil || time.Now().After(deadline) {
+			return note, err
+		}
+	}
+}
+
+func findFailed(t *testing.T, f *testbed.Fleet, name, reason string) (string, error) {
 	t.Helper()
 	evs := f.Events(t, ns, name, "Failed")
 	sort.Slice(evs, func(i, j int) bool { return evs[i].EventTime.Before(&evs[j].EventTime) })
