@@ -2,7 +2,8 @@
 # Installs what the test bed runs as real processes and is not built from Go
 # sources: containerd (with its CRI plugin), docker-registry and prometheus
 # (the server that scrapes the agents in test/monitoring), and for the real
-# node (test/cluster) runc, the CNI plugins, iptables and conntrack, from the
+# node (test/cluster) runc, the CNI plugins, iptables and conntrack, conmon
+# for the CRI-O node (test/crio, hack/install-crio.sh), from the
 # distribution's packages; and a C compiler with libc's headers, which
 # go test -race needs (cgo) for the test binaries and for the warmer binary
 # the tests build with -race. Skips what is already installed.
@@ -13,6 +14,7 @@ command -v containerd >/dev/null || missing+=(containerd)
 command -v docker-registry >/dev/null || missing+=(docker-registry)
 command -v prometheus >/dev/null || missing+=(prometheus)
 command -v runc >/dev/null || missing+=(runc)
+command -v conmon >/dev/null || missing+=(conmon)
 [ -x /usr/lib/cni/loopback ] || missing+=(containernetworking-plugins)
 command -v iptables >/dev/null || missing+=(iptables)
 command -v conntrack >/dev/null || missing+=(conntrack)

@@ -2,14 +2,23 @@ package imagewarm
 
 import (
 	"cmp"
+	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/test/testbed"
 )
 
 // agentPod is an agent Pod on node, Ready or not since the given time.
@@ -131,4 +140,62 @@ func TestDeadAgentFreesItsSlot(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAgentPodsFromCache reads the agent Pods as the controller does,
+// through the manager's cache restricted by AgentPodCache, from a real API
+// server: an agent Pod of warmer's namespace is seen with its readiness; a
+// Pod without the agent's labels, or in another namespace, is not.
+func TestAgentPodsFromCache(t *testing.T) {
+	cp := testbed.StartControlPlane(t)
+	const ns = "warmer-system"
+	opts := CacheOptions(nil)
+	opts.ByObject[&corev1.Pod{}] = AgentPodCache(ns)
+	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{
+		Scheme: testbed.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Logger: logr.Discard(), Cache: opts, Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Reconciler{Client: mgr.GetClient(), AgentNamespace: ns}
+	if err := r.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	testbed.RunManager(t, mgr)
+	ctx := context.Background()
+	for _, n := range []string{ns, "other"} {
+		if err := cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	down := time.Now().Add(-2 * time.Minute).Truncate(time.Second)
+	put := func(p corev1.Pod) {
+		status := p.Status
+		p.Spec.Containers = []corev1.Container{{Name: "agent", Image: "warmer"}}
+		if err := cp.Client.Create(ctx, &p); err != nil {
+			t.Fatal(err)
+		}
+		p.Status = status
+		if err := cp.Client.Status().Update(ctx, &p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(agentPod("agent-a", "a", false, down))
+	other := agentPod("agent-b", "b", false, down)
+	other.Namespace = "other"
+	put(other)
+	unlabelled := agentPod("web", "c", false, down)
+	unlabelled.Labels = map[string]string{"app": "web"}
+	put(unlabelled)
+	testbed.Eventually(t, 30*time.Second, "the agent Pod in the cache", func() error {
+		got, err := r.readAgents(ctx)
+		if err != nil {
+			return err
+		}
+		if a, ok := got["a"]; len(got) != 1 || !ok || a.ready || a.down.IsZero() {
+			return fmt.Errorf("agents %+v, want a alone, down", got)
+		}
+		return nil
+	})
 }

@@ -45,14 +45,14 @@ func TestRolloutPassesDeadAgent(t *testing.T) {
 		labels[n] = map[string]string{"pool": "liveness"}
 	}
 	f := testbed.StartFleet(t, labels, testbed.FleetOptions{
-		ControllerFlags: []string{"--agent-namespace=" + testbed.SystemNamespace},
+		ControllerFlags: []string{"--agent-namespace=" + testbed.SystemNamespace, "--zap-log-level=debug"},
 		Containerd: func(node string) []testbed.ContainerdOption {
 			return []testbed.ContainerdOption{testbed.WithMirror(reg.Host, proxies[node].Host)}
 		},
 	})
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("controller log:\n%s", f.Controller.Log(60))
+			t.Logf("controller log:\n%s", f.Controller.Log(40))
 		}
 	})
 	for _, n := range nodes {

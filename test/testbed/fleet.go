@@ -38,8 +38,11 @@ type Fleet struct {
 
 // Node is one simulated node of a Fleet.
 type Node struct {
-	Name       string
+	Name string
+	// Containerd is the node's runtime; nil on a CRI-O fleet, whose
+	// nodes have CRIO instead.
 	Containerd *Containerd
+	CRIO       *CRIO
 	CRI        runtimeapi.ImageServiceClient
 	Agent      *Process
 	// Metrics is the host:port of the agent's /metrics.
@@ -60,6 +63,10 @@ type FleetOptions struct {
 	ControllerFlags []string
 	// Containerd gives options for a node's containerd, by node name.
 	Containerd func(node string) []ContainerdOption
+	// CRIO runs CRI-O instead of containerd on every node, with these
+	// options by node name (nil: none).
+	CRIO     bool
+	CRIOOpts func(node string) []CRIOOption
 	// Plain runs every process from a build without the race detector
 	// (BuildPlainWarmer), for a test that measures their memory or CPU.
 	Plain bool
@@ -93,17 +100,12 @@ func StartFleet(t TB, labels map[string]map[string]string, opts FleetOptions) *F
 		f.Bin = BuildPlainWarmer(t)
 	}
 	for name, l := range labels {
-		var copts []ContainerdOption
-		if opts.Containerd != nil {
-			copts = opts.Containerd(name)
-		}
-		n := &Node{Name: name, Containerd: StartContainerd(t, name, copts...)}
-		n.CRI = n.Containerd.ImageService(t)
+		n, endpoint := startRuntime(t, name, opts)
 		f.CP.CreateNode(t, name, l)
 		kubeconfig := f.CP.AgentKubeconfig(t, name)
 		n.Agent, n.Metrics, n.Probe = startListening(t, "agent "+name, func(metrics, probe string) []string {
 			n.agentArgs = append([]string{f.agentBin(t, name), "agent", "--kubeconfig", kubeconfig, "--node-name", name,
-				"--container-runtime-endpoint", n.Containerd.Endpoint, "--metrics-bind-address", metrics,
+				"--container-runtime-endpoint", endpoint, "--metrics-bind-address", metrics,
 				"--health-probe-bind-address", probe}, f.AgentSettings.Flags()...)
 			return n.agentArgs
 		})
@@ -120,6 +122,28 @@ func StartFleet(t TB, labels map[string]map[string]string, opts FleetOptions) *F
 		})
 	}
 	return f
+}
+
+// startRuntime starts the node's runtime, containerd or CRI-O, and returns
+// the node with it and its CRI endpoint.
+func startRuntime(t TB, name string, opts FleetOptions) (*Node, string) {
+	n := &Node{Name: name}
+	if opts.CRIO {
+		var copts []CRIOOption
+		if opts.CRIOOpts != nil {
+			copts = opts.CRIOOpts(name)
+		}
+		n.CRIO = StartCRIO(t, name, copts...)
+		n.CRI = n.CRIO.ImageService(t)
+		return n, n.CRIO.Endpoint
+	}
+	var copts []ContainerdOption
+	if opts.Containerd != nil {
+		copts = opts.Containerd(name)
+	}
+	n.Containerd = StartContainerd(t, name, copts...)
+	n.CRI = n.Containerd.ImageService(t)
+	return n, n.Containerd.Endpoint
 }
 
 // agentBin is the binary the node's agent runs.
