@@ -38,8 +38,10 @@ func TestOnCRIO(t *testing.T) {
 	cat := regs.LoadCatalog(t, false)
 	pinnedByCRIO := regs.Anon.PushRandom(t, "crio/pinned:v1", testbed.ImageOptions{LayerSize: testbed.MB})
 	f := testbed.StartFleet(t, map[string]map[string]string{node: nil}, testbed.FleetOptions{
-		CRIO:     true,
-		CRIOOpts: func(string) []testbed.CRIOOption { return []testbed.CRIOOption{testbed.WithPinnedImages(pinnedByCRIO.Ref)} },
+		CRIO: true,
+		CRIOOpts: func(string) []testbed.CRIOOption {
+			return []testbed.CRIOOption{testbed.WithPinnedImages(pinnedByCRIO.Ref)}
+		},
 	})
 	f.Create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	n := f.Nodes[node]
