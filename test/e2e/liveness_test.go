@@ -52,7 +52,10 @@ func TestRolloutPassesDeadAgent(t *testing.T) {
 	})
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("controller log:\n%s", f.Controller.Log(40))
+			out, err := f.CP.Kubectl(t, "get", "pods", "-n", testbed.SystemNamespace, "--show-labels", "-o", "wide")
+			t.Logf("agent Pods (%v):\n%s", err, out)
+			out, err = f.CP.Kubectl(t, "--kubeconfig", f.CP.ControllerKubeconfig(t), "get", "pods", "-n", testbed.SystemNamespace, "-l", "app.kubernetes.io/component=agent")
+			t.Logf("as the controller (%v):\n%s", err, out)
 		}
 	})
 	for _, n := range nodes {
