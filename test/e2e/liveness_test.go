@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -113,10 +114,18 @@ func agentPodReady(t *testing.T, f *testbed.Fleet, node string, ready bool) {
 		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "agent", Image: testbed.WarmerRepo + ":bed"}},
 			Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}}},
 	}
-	if err := f.CP.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+	// A Get that finds nothing may leave its object cleared: read into
+	// another.
+	var found corev1.Pod
+	switch err := f.CP.Client.Get(ctx, client.ObjectKeyFromObject(pod), &found); {
+	case err == nil:
+		pod = &found
+	case apierrors.IsNotFound(err):
 		if err := f.CP.Client.Create(ctx, pod); err != nil {
 			t.Fatal(err)
 		}
+	default:
+		t.Fatal(err)
 	}
 	status := corev1.ConditionFalse
 	if ready {
