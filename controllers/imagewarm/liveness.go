@@ -32,16 +32,19 @@ import (
 // as a new node's grace (AgentGrace).
 const AgentDeadAfter = AgentGrace
 
-// AgentPodLabels select the agent Pods: the labels of the agent
-// DaemonSet's template (config/daemonset, the chart).
-var AgentPodLabels = map[string]string{"app.kubernetes.io/name": "warmer", "app.kubernetes.io/component": "agent"}
+// AgentPodLabels are the labels that select the agent Pods: those of the
+// agent DaemonSet's template (config/daemonset, the chart). A new map each
+// call: a client decoding into an object that shares it may change it.
+func AgentPodLabels() map[string]string {
+	return map[string]string{"app.kubernetes.io/name": "warmer", "app.kubernetes.io/component": "agent"}
+}
 
 // AgentPodCache is the cache entry of the agent Pods of namespace ns:
 // those alone, and of each only its node, deletion and Ready condition.
 func AgentPodCache(ns string) cache.ByObject {
 	return cache.ByObject{
 		Namespaces: map[string]cache.Config{ns: {}},
-		Label:      labels.SelectorFromSet(AgentPodLabels),
+		Label:      labels.SelectorFromSet(AgentPodLabels()),
 		Transform:  trimAgentPod,
 	}
 }
@@ -117,7 +120,7 @@ func (r *Reconciler) readAgents(ctx context.Context) (map[string]agentState, err
 		return nil, nil
 	}
 	pods := &corev1.PodList{}
-	if err := r.Client.List(ctx, pods, client.InNamespace(r.AgentNamespace), client.MatchingLabels(AgentPodLabels),
+	if err := r.Client.List(ctx, pods, client.InNamespace(r.AgentNamespace), client.MatchingLabels(AgentPodLabels()),
 		client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing the agent Pods: %w", err)
 	}

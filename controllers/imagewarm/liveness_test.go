@@ -28,7 +28,7 @@ func agentPod(name, node string, ready bool, since time.Time) corev1.Pod {
 		status = corev1.ConditionTrue
 	}
 	return corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "warmer-system", Labels: AgentPodLabels, CreationTimestamp: metav1.NewTime(since.Add(-time.Hour))},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "warmer-system", Labels: AgentPodLabels(), CreationTimestamp: metav1.NewTime(since.Add(-time.Hour))},
 		Spec:       corev1.PodSpec{NodeName: node},
 		Status: corev1.PodStatus{Conditions: []corev1.PodCondition{
 			{Type: corev1.PodReady, Status: status, LastTransitionTime: metav1.NewTime(since)},

@@ -110,7 +110,7 @@ func agentPodReady(t *testing.T, f *testbed.Fleet, node string, ready bool) {
 	t.Helper()
 	ctx := context.Background()
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "warmer-agent-" + node, Namespace: testbed.SystemNamespace, Labels: imagewarm.AgentPodLabels},
+		ObjectMeta: metav1.ObjectMeta{Name: "warmer-agent-" + node, Namespace: testbed.SystemNamespace, Labels: imagewarm.AgentPodLabels()},
 		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "agent", Image: testbed.WarmerRepo + ":bed"}},
 			Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}}},
 	}
