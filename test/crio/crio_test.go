@@ -45,6 +45,7 @@ func TestOnCRIO(t *testing.T) {
 	})
 	f.Create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	n := f.Nodes[node]
+	top := t // the restarted agent outlives the subtest that restarts it
 	pulls := func() float64 { return n.Metric(t, "warmer_image_pulls_total", `result="success"`) }
 
 	t.Run("warms, and reports the runtime", func(t *testing.T) {
@@ -90,7 +91,7 @@ func TestOnCRIO(t *testing.T) {
 		// A restarted agent finds the four images present and pulls none
 		// of them; then an ImageWarm with pullPolicy Always pulls one again.
 		n.Agent.Stop()
-		n.RestartAgent(t)
+		n.RestartAgent(top)
 		testbed.Eventually(t, 30*time.Second, "the restarted agent's metrics", func() error { return scrapes(n) })
 		time.Sleep(3 * f.AgentSettings.Resync)
 		if got := pulls(); got != 0 {
