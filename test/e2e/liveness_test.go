@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -104,8 +105,10 @@ func TestRolloutPassesDeadAgent(t *testing.T) {
 	testbed.Eventually(t, 60*time.Second, "the image on "+second, func() error { return f.Nodes[second].AllPresent(t, app.Ref) })
 }
 
-// agentPodReady makes node's agent Pod in warmer's namespace, if it is not
-// there yet, and writes its Ready condition as the kubelet would.
+// agentPodReady labels node's agent Pod in warmer's namespace as the
+// agent DaemonSet's (the bed's stand-in Pod, to which the agent's token
+// is bound, or a new one), and writes its Ready condition as the kubelet
+// would.
 func agentPodReady(t *testing.T, f *testbed.Fleet, node string, ready bool) {
 	t.Helper()
 	ctx := context.Background()
@@ -119,6 +122,13 @@ func agentPodReady(t *testing.T, f *testbed.Fleet, node string, ready bool) {
 	var found corev1.Pod
 	switch err := f.CP.Client.Get(ctx, client.ObjectKeyFromObject(pod), &found); {
 	case err == nil:
+		if found.Labels == nil {
+			found.Labels = map[string]string{}
+		}
+		maps.Copy(found.Labels, imagewarm.AgentPodLabels())
+		if err := f.CP.Client.Update(ctx, &found); err != nil {
+			t.Fatal(err)
+		}
 		pod = &found
 	case apierrors.IsNotFound(err):
 		if err := f.CP.Client.Create(ctx, pod); err != nil {
