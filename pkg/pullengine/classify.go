@@ -24,11 +24,13 @@ type classRule struct {
 // messageRules are tried in order, on the lower-cased message. containerd
 // reports most failures with code Unknown, so the message is what tells
 // them apart (see testdata/cri-pull-errors.txt, containerd's answers
-// captured on the test bed). Order matters: a platform mismatch also says
+// captured on the test bed); so does CRI-O, whose answers test/crio
+// checks on a real CRI-O. Order matters: a platform mismatch also says
 // "not found", a 401 during resolution also says "failed to resolve".
 var messageRules = []classRule{
 	{pull.ClassInvalidImageName, []string{"invalid reference format", "failed to parse image reference"}},
-	{pull.ClassNoMatchingPlatform, []string{"no match for platform", "no matching manifest for", "does not match the specified platform"}},
+	{pull.ClassNoMatchingPlatform, []string{"no match for platform", "no matching manifest for", "does not match the specified platform",
+		"no image found in image index for architecture", "no image found in manifest list for architecture"}},
 	{pull.ClassSignatureValidationFailed, []string{"signature validation", "signature verification", "source image rejected", "no signature", "invalid signature"}},
 	{pull.ClassDiskPressure, []string{"no space left on device", "disk quota exceeded"}},
 	{pull.ClassTimeout, []string{"context deadline exceeded"}},

@@ -132,6 +132,11 @@ func TestOnCRIO(t *testing.T) {
 		testbed.Eventually(t, time.Minute, "the private image with the fixed secret", func() error { return n.AllPresent(t, cat.Private.Ref) })
 	})
 
+	t.Run("an image without this node's platform is NoMatchingPlatform", func(t *testing.T) {
+		f.Create(t, build.ImageWarm(ns, "arm", build.Images(cat.ArmOnly.Ref)))
+		waitReason(t, f, cat.ArmOnly.Ref, "NoMatchingPlatform")
+	})
+
 	t.Run("a registry that is down is RegistryUnavailable", func(t *testing.T) {
 		down := testbed.StartRegistry(t, testbed.RegistryOptions{Name: "down"})
 		img := down.PushRandom(t, "crio/down:v1", testbed.ImageOptions{LayerSize: testbed.MB})
