@@ -73,9 +73,10 @@ build: ## Build bin/warmer (static, version stamped) and compile every package.
 ##@ Testing
 
 .PHONY: testbed
-testbed: testbed-sim ## Install containerd, docker-registry, runc and the CNI plugins (apt); build kube-apiserver, etcd, helm, the kubelet and containerd 2.x (cached).
+testbed: testbed-sim ## Install containerd, docker-registry, runc, conmon and the CNI plugins (apt); build kube-apiserver, etcd, helm, the kubelet, containerd 2.x and CRI-O (cached).
 	hack/install-helm.sh >/dev/null
 	hack/install-node-assets.sh >/dev/null
+	hack/install-crio.sh >/dev/null
 
 # What the simulated nodes need (the demo, the fleets): no helm, and no real
 # node's kubelet or containerd 2.x, which take most of a cold build.
