@@ -158,12 +158,12 @@ func TestOnCRIO(t *testing.T) {
 			}
 			return nil
 		})
-		before := n.Metric(t, "warmer_image_pulls_total", `result="cancelled"`)
+		before := n.Metric(t, "warmer_image_pulls_total", `result="canceled"`)
 		if err := f.CP.Client.Delete(context.Background(), f.ImageWarm(t, ns, "slow")); err != nil {
 			t.Fatal(err)
 		}
 		testbed.Eventually(t, 30*time.Second, "the pull cancelled", func() error {
-			if got := n.Metric(t, "warmer_image_pulls_total", `result="cancelled"`); got <= before {
+			if got := n.Metric(t, "warmer_image_pulls_total", `result="canceled"`); got <= before {
 				return fmt.Errorf("%v cancelled pulls", got-before)
 			}
 			return nil
