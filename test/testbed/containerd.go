@@ -93,20 +93,26 @@ func (c *Containerd) Start() {
 	// Temp mounts made while unpacking layers land in TMPDIR: keep them
 	// inside Dir so cleanup finds them even after a kill.
 	env = append(env, "TMPDIR="+filepath.Join(c.Dir, "tmp"))
-	p, err := startProcess("containerd "+c.Name, filepath.Join(c.Dir, "containerd.log"),
-		env, bin, "--config", filepath.Join(c.Dir, "config.toml"))
+	c.proc = startCRIRuntime(c.t, "containerd "+c.Name, filepath.Join(c.Dir, "containerd.log"), env, "unix://"+c.Socket,
+		bin, "--config", filepath.Join(c.Dir, "config.toml"))
+}
+
+// startCRIRuntime starts a container runtime and waits until its CRI at
+// endpoint answers Version: the socket appears before the CRI service is
+// usable (and stays even when it failed), so only an answer counts.
+func startCRIRuntime(t TB, name, logPath string, env []string, endpoint string, argv ...string) *process {
+	t.Helper()
+	p, err := startProcess(name, logPath, env, argv...)
 	if err != nil {
-		c.t.Fatal(err)
+		t.Fatal(err)
 	}
-	c.proc = p
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	// The socket appears before the CRI plugin is usable (and stays even
-	// when the plugin failed), so only a successful Version counts.
-	if err := waitFor(ctx, p, "CRI Version answer", c.version); err != nil {
+	if err := waitFor(ctx, p, "CRI Version answer", func(ctx context.Context) error { return criVersion(ctx, endpoint) }); err != nil {
 		p.kill()
-		c.t.Fatal(err)
+		t.Fatal(err)
 	}
+	return p
 }
 
 // binary is the containerd to run and what its environment needs: Debian's
@@ -174,8 +180,9 @@ func (c *Containerd) dial(t TB) *grpc.ClientConn {
 	return conn
 }
 
-func (c *Containerd) version(ctx context.Context) error {
-	conn, err := grpc.NewClient("unix://"+c.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+// criVersion asks the runtime at endpoint for its version, within a second.
+func criVersion(ctx context.Context, endpoint string) error {
+	conn, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return err
 	}

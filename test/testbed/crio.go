@@ -1,7 +1,6 @@
 package testbed
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -87,19 +86,9 @@ func StartCRIO(t TB, node string, opts ...CRIOOption) *CRIO {
 // Start (re)starts CRI-O and waits for its CRI to answer.
 func (c *CRIO) Start() {
 	c.t.Helper()
-	p, err := startProcess("crio "+c.Name, filepath.Join(c.Dir, "crio.log"), nil,
+	c.proc = startCRIRuntime(c.t, "crio "+c.Name, filepath.Join(c.Dir, "crio.log"), nil, c.Endpoint,
 		filepath.Join(crioAssets(c.t), "crio"), "--config", filepath.Join(c.Dir, "etc/crio.conf"), "--config-dir", "",
 		"--registries-conf", filepath.Join(c.Dir, "etc/registries.conf"), "--registries-conf-dir", filepath.Join(c.Dir, "etc/registries.d"))
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	c.proc = p
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := waitFor(ctx, p, "CRI Version answer", c.version); err != nil {
-		p.kill()
-		c.t.Fatal(err)
-	}
 }
 
 // Stop stops CRI-O gracefully (SIGTERM, then SIGKILL after 10 s).
@@ -122,18 +111,6 @@ func (c *CRIO) ImageService(t TB) runtimeapi.ImageServiceClient {
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	return runtimeapi.NewImageServiceClient(conn)
-}
-
-func (c *CRIO) version(ctx context.Context) error {
-	conn, err := grpc.NewClient(c.Endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	_, err = runtimeapi.NewRuntimeServiceClient(conn).Version(ctx, &runtimeapi.VersionRequest{})
-	return err
 }
 
 // config is CRI-O's configuration: every path it would write below /var,
