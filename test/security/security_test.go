@@ -100,6 +100,17 @@ func TestSecrets(t *testing.T) {
 		testAgentIdentity(t, f)
 	})
 	t.Run("secret values appear nowhere", func(t *testing.T) {
+		// The agent sums up an ImageWarm's failures in one event once
+		// they held still (up to a minute while they change): wait for
+		// the plugins' before searching.
+		testbed.Eventually(t, 90*time.Second, "the plugins' summed-up Failed event", func() error {
+			for _, e := range f.Events(t, nsA, "plugins", "Failed") {
+				if strings.Contains(e.Note, "CredentialProviderFailed") {
+					return nil
+				}
+			}
+			return fmt.Errorf("no Failed event naming CredentialProviderFailed")
+		})
 		needles := append(secretForms(user, pass, wrong, secrets), hostcheck.LeakForms("the failing plugins' password", user, pluginPass)...)
 		shown := everythingWarmerShows(t, f)
 		// The search must cover the failure paths, where a leak is likeliest.
