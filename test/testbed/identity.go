@@ -85,6 +85,16 @@ func (cp *ControlPlane) AllowClusterLevers(t TB, ns string) {
 	if err := cp.Client.Patch(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, patch); err != nil {
 		t.Fatalf("marking namespace %s for the cluster levers: %v", ns, err)
 	}
+	// The policy reads the namespace's labels from the API server's own
+	// cache, a moment behind the patch: wait until a dry run that needs
+	// the label is taken, or a test's ImageWarm is refused by timing.
+	Eventually(t, 30*time.Second, "namespace "+ns+" allowed the cluster levers", func() error {
+		iw := &warmv1.ImageWarm{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "levers-probe"},
+			Spec:       warmv1.ImageWarmSpec{Images: []warmv1.ImageReference{"registry.invalid/probe:v1"}, Retention: warmv1.RetentionPinned},
+		}
+		return cp.Client.Create(context.Background(), iw, client.DryRunAll)
+	})
 }
 
 // policyProbe is a dry-run request that one of the shipped admission
