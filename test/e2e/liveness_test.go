@@ -18,7 +18,6 @@ import (
 	"github.com/warmer-dev/warmer/controllers/imagewarm"
 	"github.com/warmer-dev/warmer/test/testbed"
 	"github.com/warmer-dev/warmer/test/testbed/build"
-	"github.com/warmer-dev/warmer/test/testbed/faults"
 )
 
 // TestRolloutPassesDeadAgent: with maxPulling 1, the admitted node's
@@ -35,22 +34,11 @@ import (
 // kubelet). The agents themselves are the real binary.
 func TestRolloutPassesDeadAgent(t *testing.T) {
 	const ns = "liveness"
-	reg := testbed.StartRegistry(t, testbed.RegistryOptions{Name: "liveness"})
 	nodes := []string{"live-1", "live-2", "live-3"}
-	proxies := map[string]*faults.FaultProxy{}
-	labels := map[string]map[string]string{}
-	for _, n := range nodes {
-		proxies[n] = faults.StartFaultProxy(t, reg.Host)
-		// A pull of about 16 s: the first node is still pulling when its
-		// agent dies.
-		proxies[n].Set(faults.Fault{Mode: faults.FaultSlow, Paths: faults.BlobPaths, Rate: 1 << 20})
-		labels[n] = map[string]string{"pool": "liveness"}
-	}
-	f := testbed.StartFleet(t, labels, testbed.FleetOptions{
+	// The 16 MB image takes about 16 s through the slow proxies: the
+	// first node is still pulling when its agent dies.
+	reg, f, _ := slowFleet(t, ns, nodes, testbed.FleetOptions{
 		ControllerFlags: []string{"--agent-namespace=" + testbed.SystemNamespace, "--zap-log-level=debug"},
-		Containerd: func(node string) []testbed.ContainerdOption {
-			return []testbed.ContainerdOption{testbed.WithMirror(reg.Host, proxies[node].Host)}
-		},
 	})
 	t.Cleanup(func() {
 		if t.Failed() {

@@ -28,22 +28,8 @@ import (
 // node while no other asks the registry, and a fixed spec warms the fleet.
 func TestRolloutWaves(t *testing.T) {
 	const ns = "waves"
-	reg := testbed.StartRegistry(t, testbed.RegistryOptions{Name: "waves"})
 	nodes := []string{"node-1", "node-2", "node-3"}
-	proxies := map[string]*faults.FaultProxy{}
-	for _, n := range nodes {
-		proxies[n] = faults.StartFaultProxy(t, reg.Host)
-		// Slow blobs stretch each pull over seconds: pulls that ran
-		// together could not hide between two requests.
-		proxies[n].Set(faults.Fault{Mode: faults.FaultSlow, Paths: faults.BlobPaths, Rate: 1 << 20})
-	}
-	labels := map[string]map[string]string{}
-	for _, n := range nodes {
-		labels[n] = map[string]string{"pool": "waves"}
-	}
-	f := testbed.StartFleet(t, labels, testbed.FleetOptions{Containerd: func(node string) []testbed.ContainerdOption {
-		return []testbed.ContainerdOption{testbed.WithMirror(reg.Host, proxies[node].Host)}
-	}})
+	reg, f, proxies := slowFleet(t, ns, nodes, testbed.FleetOptions{})
 	f.Create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 
 	t.Run("maxPulling 1: one node pulls at a time, in rollout order", func(t *testing.T) {
@@ -110,6 +96,27 @@ func TestRolloutWaves(t *testing.T) {
 			t.Errorf("Rollout after the fix: %+v", c)
 		}
 	})
+}
+
+// slowFleet starts a registry and a fleet of nodes labelled pool=pool,
+// each reaching the registry through its own proxy, whose request log
+// tells the nodes apart, and which sends blobs at 1 MiB/s: a pull takes
+// seconds, so pulls that ran together cannot hide between two requests.
+// opts adds to the fleet's options; its Containerd is set here.
+func slowFleet(t *testing.T, pool string, nodes []string, opts testbed.FleetOptions) (*testbed.Registry, *testbed.Fleet, map[string]*faults.FaultProxy) {
+	t.Helper()
+	reg := testbed.StartRegistry(t, testbed.RegistryOptions{Name: pool})
+	proxies := map[string]*faults.FaultProxy{}
+	labels := map[string]map[string]string{}
+	for _, n := range nodes {
+		proxies[n] = faults.StartFaultProxy(t, reg.Host)
+		proxies[n].Set(faults.Fault{Mode: faults.FaultSlow, Paths: faults.BlobPaths, Rate: 1 << 20})
+		labels[n] = map[string]string{"pool": pool}
+	}
+	opts.Containerd = func(node string) []testbed.ContainerdOption {
+		return []testbed.ContainerdOption{testbed.WithMirror(reg.Host, proxies[node].Host)}
+	}
+	return reg, testbed.StartFleet(t, labels, opts), proxies
 }
 
 func waitReady(t *testing.T, f *testbed.Fleet, ns, name string) {
