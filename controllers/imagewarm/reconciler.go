@@ -9,7 +9,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -126,9 +125,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	r.pacer.observeWatchers(len(f.reports))
-	if f.agents != nil {
-		log.FromContext(ctx).V(1).Info("Agents read from their Pods", "nodes", len(f.agents), "nextDeath", f.nextDeath())
-	}
 	status, err := aggregateTimed(view, f)
 	if err != nil {
 		// The API server validates selectors; one that still does not
