@@ -125,9 +125,7 @@ func testWarm(t *testing.T, n *testbed.RealNode, pod *corev1.Pod) {
 		}
 		return nil
 	})
-	if c := taintCondition(t, n); c == nil || c.Status != metav1.ConditionFalse || c.Reason != warmv1.ReasonTaintRemoved {
-		t.Errorf("NodeWarm condition %+v, want StartupTaint False %s", c, warmv1.ReasonTaintRemoved)
-	}
+	waitTaintReleased(t, n, warmv1.ReasonTaintRemoved)
 	wantNodeEvent(t, n, warmv1.ReasonStartupTaintRemoved, corev1.EventTypeNormal)
 
 	testbed.Eventually(t, 2*time.Minute, "the pod running", func() error {
@@ -187,9 +185,7 @@ func testDeadline(t *testing.T, n *testbed.RealNode) {
 	if early := time.Until(created.Add(deadline)); early > time.Second {
 		t.Errorf("taint removed %v before its deadline", early)
 	}
-	if c := taintCondition(t, n); c == nil || c.Status != metav1.ConditionFalse || c.Reason != warmv1.ReasonTaintDeadlineExceeded {
-		t.Errorf("NodeWarm condition %+v, want StartupTaint False %s", c, warmv1.ReasonTaintDeadlineExceeded)
-	}
+	waitTaintReleased(t, n, warmv1.ReasonTaintDeadlineExceeded)
 	wantNodeEvent(t, n, warmv1.ReasonStartupTaintDeadline, corev1.EventTypeWarning)
 	testbed.Eventually(t, 30*time.Second, "a deadline warning on ImageWarm broken", func() error {
 		for _, e := range events(t, n) {
@@ -257,6 +253,20 @@ func retaint(t *testing.T, n *testbed.RealNode) {
 	if !tainted(t, n) {
 		t.Fatal("the taint did not come back")
 	}
+}
+
+// waitTaintReleased waits for the NodeWarm's StartupTaint condition to say
+// False with reason. The agent removes the taint and then writes its
+// NodeWarm in the same pass, so the condition may come a moment after the
+// Node shows the taint gone.
+func waitTaintReleased(t *testing.T, n *testbed.RealNode, reason string) {
+	t.Helper()
+	testbed.Eventually(t, 30*time.Second, "the NodeWarm saying StartupTaint False "+reason, func() error {
+		if c := taintCondition(t, n); c == nil || c.Status != metav1.ConditionFalse || c.Reason != reason {
+			return fmt.Errorf("NodeWarm condition %+v", c)
+		}
+		return nil
+	})
 }
 
 // taintCondition is the NodeWarm's StartupTaint condition, or nil.
