@@ -1,6 +1,7 @@
 // Package v1alpha1 holds the warmer.dev/v1alpha1 API: ImageWarm, which says
 // which images must be present on which nodes, and NodeWarm, which each node's
-// agent writes to report what it has.
+// agent writes to report what it has, and RolloutBound, which carries an
+// ImageWarm's rollout bound to the agents.
 //
 // +kubebuilder:object:generate=true
 // +groupName=warmer.dev
@@ -26,7 +27,7 @@ var (
 )
 
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &ImageWarm{}, &ImageWarmList{}, &NodeWarm{}, &NodeWarmList{})
+	s.AddKnownTypes(GroupVersion, &ImageWarm{}, &ImageWarmList{}, &NodeWarm{}, &NodeWarmList{}, &RolloutBound{}, &RolloutBoundList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

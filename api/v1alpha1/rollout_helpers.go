@@ -22,17 +22,48 @@ func RolloutPlace(uid types.UID, node string) uint32 {
 }
 
 // RolloutAdmits says whether iw lets the named node pull: always without
-// spec.rollout; with it, only when status.rollout is for the current
-// generation and resolved images (ResolvedHash) and the node's place is
-// below its bound. A node waits while the controller has not caught up
-// with a new spec.
-func RolloutAdmits(iw *ImageWarm, node string) bool {
+// spec.rollout; with it, only when the node's place is below the current
+// bound (see CurrentBound), given b, the RolloutBound of iw's name or nil.
+// A node waits while the controller has not caught up with a new spec.
+func RolloutAdmits(iw *ImageWarm, b *RolloutBound, node string) bool {
 	if iw.Spec.Rollout == nil {
 		return true
 	}
-	r := iw.Status.Rollout
-	if r == nil || r.Generation != iw.Generation || r.Resolved != iw.ResolvedHash() {
-		return false
+	bound, ok := CurrentBound(iw, b)
+	return ok && int64(RolloutPlace(iw.UID, node)) < bound
+}
+
+// CurrentBound is the bound of iw's rollout for its current spec (its
+// generation and resolved images): the higher of status.rollout's and b's,
+// each counted only when written for that spec, and b only when written
+// for iw's UID. ok is false when neither is: the controller has not
+// caught up with the spec, and no node is admitted. The bound of one spec
+// only ever rises, so the higher of two is the newer.
+func CurrentBound(iw *ImageWarm, b *RolloutBound) (bound int64, ok bool) {
+	resolved := iw.ResolvedHash()
+	if r := iw.Status.Rollout; r != nil && r.Generation == iw.Generation && r.Resolved == resolved {
+		bound, ok = r.AdmittedBelow, true
 	}
-	return int64(RolloutPlace(iw.UID, node)) < r.AdmittedBelow
+	if b != nil && types.UID(b.Spec.ImageWarmUID) == iw.UID && b.Spec.Generation == iw.Generation && b.Spec.Resolved == resolved {
+		bound, ok = max(bound, b.Spec.AdmittedBelow), true
+	}
+	return bound, ok
+}
+
+// RaiseRollout sets iw's status.rollout to the current bound (see
+// CurrentBound) when b raises it, so that whoever computes the next bound
+// from iw's status starts where b left it. Other fields of status.rollout
+// are kept when it was for the current spec.
+func RaiseRollout(iw *ImageWarm, b *RolloutBound) {
+	bound, ok := CurrentBound(iw, b)
+	r := iw.Status.Rollout
+	if !ok || (r != nil && r.Generation == iw.Generation && r.Resolved == iw.ResolvedHash() && r.AdmittedBelow == bound) {
+		return
+	}
+	raised := RolloutStatus{Generation: iw.Generation, Resolved: iw.ResolvedHash()}
+	if r != nil && r.Generation == raised.Generation && r.Resolved == raised.Resolved {
+		raised = *r
+	}
+	raised.AdmittedBelow = bound
+	iw.Status.Rollout = &raised
 }

@@ -31,7 +31,7 @@ func TestRolloutAdmits(t *testing.T) {
 	iw := &ImageWarm{}
 	iw.UID, iw.Generation = "u", 2
 	place := int64(RolloutPlace("u", "n"))
-	if !RolloutAdmits(iw, "n") {
+	if !RolloutAdmits(iw, nil, "n") {
 		t.Fatal("without spec.rollout a node must be admitted")
 	}
 	iw.Spec.Rollout = &Rollout{MaxPulling: &intstr.IntOrString{IntVal: 1}}
@@ -48,6 +48,22 @@ func TestRolloutAdmits(t *testing.T) {
 		{"place below the bound", &RolloutStatus{Generation: 2, AdmittedBelow: place + 1}, "", true},
 		{"every node", &RolloutStatus{Generation: 2, Resolved: "ab", AdmittedBelow: AdmitAll}, "ab", true},
 	}
+	bound := func(uid string, gen, below int64) *RolloutBound {
+		return &RolloutBound{Spec: RolloutBoundSpec{ImageWarmUID: uid, Generation: gen, AdmittedBelow: below}}
+	}
+	atPlace := &RolloutStatus{Generation: 2, AdmittedBelow: place}
+	withBound := []struct {
+		name   string
+		status *RolloutStatus
+		bound  *RolloutBound
+		want   bool
+	}{
+		{"bound object raises the status", atPlace, bound("u", 2, place+1), true},
+		{"bound object alone", nil, bound("u", 2, place+1), true},
+		{"bound object lower than the status", &RolloutStatus{Generation: 2, AdmittedBelow: place + 1}, bound("u", 2, 0), true},
+		{"bound object of a deleted ImageWarm", atPlace, bound("old", 2, AdmitAll), false},
+		{"bound object of an older generation", atPlace, bound("u", 1, AdmitAll), false},
+	}
 	for _, c := range cases {
 		iw.Spec.ImagesFrom, iw.Status.Resolved = nil, nil
 		if c.hash != "" {
@@ -55,8 +71,37 @@ func TestRolloutAdmits(t *testing.T) {
 			iw.Status.Resolved = &ResolvedImages{Hash: c.hash}
 		}
 		iw.Status.Rollout = c.status
-		if got := RolloutAdmits(iw, "n"); got != c.want {
+		if got := RolloutAdmits(iw, nil, "n"); got != c.want {
 			t.Errorf("%s: admitted %v, want %v", c.name, got, c.want)
 		}
+	}
+	for _, c := range withBound {
+		iw.Spec.ImagesFrom, iw.Status.Resolved, iw.Status.Rollout = nil, nil, c.status
+		if got := RolloutAdmits(iw, c.bound, "n"); got != c.want {
+			t.Errorf("%s: admitted %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestRaiseRollout(t *testing.T) {
+	iw := &ImageWarm{}
+	iw.UID, iw.Generation = "u", 3
+	iw.Spec.Rollout = &Rollout{Canary: true}
+	b := &RolloutBound{Spec: RolloutBoundSpec{ImageWarmUID: "u", Generation: 3, AdmittedBelow: 40}}
+	iw.Status.Rollout = &RolloutStatus{Generation: 3, AdmittedBelow: 10, Waiting: 7}
+	RaiseRollout(iw, b)
+	if r := iw.Status.Rollout; r.AdmittedBelow != 40 || r.Waiting != 7 || r.Generation != 3 {
+		t.Errorf("raised to %+v, want bound 40 and the rest kept", r)
+	}
+	iw.Status.Rollout = &RolloutStatus{Generation: 2, AdmittedBelow: AdmitAll, Waiting: 7}
+	RaiseRollout(iw, b)
+	if r := iw.Status.Rollout; r.AdmittedBelow != 40 || r.Waiting != 0 || r.Generation != 3 {
+		t.Errorf("over an older generation: %+v, want generation 3, bound 40, no counts", r)
+	}
+	b.Spec.Generation = 2
+	iw.Status.Rollout = nil
+	RaiseRollout(iw, b)
+	if iw.Status.Rollout != nil {
+		t.Errorf("a bound of another generation raised the rollout to %+v", iw.Status.Rollout)
 	}
 }

@@ -12,8 +12,10 @@ import (
 
 // CacheOptions are the cache settings of the agent's manager for the
 // named node: one agent runs on every node, so what it caches is paid for
-// N times over. Only its own Node and NodeWarm are watched, and each
-// cached object keeps only what the agent reads (cacheTransforms).
+// N times over. Of Nodes and NodeWarms only its own are watched (every
+// ImageWarm and RolloutBound is: the agent decides from them what its node
+// wants), and each cached object keeps only what the agent reads (the
+// transforms below; a RolloutBound is small and loses its managed fields).
 func CacheOptions(nodeName string) cache.Options {
 	own := fields.OneTermEqualSelector("metadata.name", nodeName)
 	return cache.Options{

@@ -170,8 +170,8 @@ func (a *NodeAgent) init() {
 	a.inbox.clock, a.inbox.poke, a.inbox.pokeOnStart = a.Clock, a.poke, a.PerImageEvents
 }
 
-// SetupWithManager registers the agent. It watches ImageWarms in every
-// namespace, its own Node and its own NodeWarm; the manager's cache must
+// SetupWithManager registers the agent. It watches ImageWarms and
+// RolloutBounds in every namespace, its own Node and its own NodeWarm; the manager's cache must
 // be limited to those (AgentCacheOptions).
 func (a *NodeAgent) SetupWithManager(mgr ctrl.Manager) error {
 	a.init()
@@ -192,11 +192,28 @@ func (a *NodeAgent) SetupWithManager(mgr ctrl.Manager) error {
 		// watch anyway: this is a filter, not a new watch.
 		Watches(&warmv1.ImageWarm{}, toNode, builder.WithPredicates(predicate.Or[client.Object](
 			predicate.GenerationChangedPredicate{}, resolvedChanged, rolloutChanged))).
+		// A rollout's bound raised apart from the ImageWarm (see
+		// RolloutBound). Every node takes a pass, as for rolloutChanged.
+		Watches(&warmv1.RolloutBound{}, toNode, builder.WithPredicates(boundRaised)).
 		// Its own NodeWarm deleted (by hand, or by the garbage collector
 		// with a replaced Node) is written again at once.
 		Watches(&warmv1.NodeWarm{}, toNode, builder.WithPredicates(own, deletedOnly)).
 		WatchesRawSource(source.Channel(a.trigger, toNode)).
 		Complete(a)
+}
+
+// rolloutBounds reads the RolloutBounds from the cache, by name.
+func (a *NodeAgent) rolloutBounds(ctx context.Context) (plan.Bounds, error) {
+	var list warmv1.RolloutBoundList
+	if err := a.Client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing RolloutBounds: %w", err)
+	}
+	bounds := make(plan.Bounds, len(list.Items))
+	for i := range list.Items {
+		b := &list.Items[i]
+		bounds[types.NamespacedName{Namespace: b.Namespace, Name: b.Name}] = b
+	}
+	return bounds, nil
 }
 
 // resolvedChanged passes updates of an ImageWarm whose resolved images
@@ -226,6 +243,14 @@ func warmUpdated(changed func(o, n *warmv1.ImageWarm) bool) predicate.Funcs {
 			return ok1 && ok2 && changed(o, n)
 		},
 	}
+}
+
+// boundRaised passes RolloutBounds created or changed. A deletion waits
+// for the next pass: the controller writes the bound again, and the
+// ImageWarm's status carries it too once written.
+var boundRaised = predicate.Funcs{
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
 }
 
 // rolloutEqual compares what of a rollout decides admission.
@@ -328,7 +353,11 @@ func (a *NodeAgent) desired(ctx context.Context, node *corev1.Node) (plan.Desire
 	if err := a.Client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		return plan.Desired{}, fmt.Errorf("listing ImageWarms: %w", err)
 	}
-	set, bad := a.carry.memo.Desired(a.NodeName, node.Labels, list.Items)
+	bounds, err := a.rolloutBounds(ctx)
+	if err != nil {
+		return plan.Desired{}, err
+	}
+	set, bad := a.carry.memo.Desired(a.NodeName, node.Labels, list.Items, bounds)
 	for _, nn := range bad {
 		// The API server's validation should make this impossible.
 		log.FromContext(ctx).Info("Skipping ImageWarm with an unusable selector", "imagewarm", nn)

@@ -72,7 +72,7 @@ func wanted(t *testing.T, cp *testbed.ControlPlane, node *corev1.Node, warms ...
 		}
 		items = append(items, cur)
 	}
-	d, _ := (&plan.Memo{}).Desired("", node.Labels, items)
+	d, _ := (&plan.Memo{}).Desired("", node.Labels, items, nil)
 	return d
 }
 

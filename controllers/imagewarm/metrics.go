@@ -36,6 +36,11 @@ var (
 		Buckets: []float64{0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1},
 	})
 
+	rolloutBoundWrites = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "warmer_rollout_bound_writes_total",
+		Help: "Writes of RolloutBounds: a rollout's bound raised apart from the ImageWarm's status, so the next wave starts at once.",
+	})
+
 	imageWarmNodes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "warmer_imagewarm_nodes",
 		Help: "Nodes an ImageWarm selects, by state: matching, ready, pulling, failed, not_reporting.",
@@ -43,7 +48,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(imageWarmStatusWrites, imageWarmAggregateSeconds, imageWarmNodes)
+	metrics.Registry.MustRegister(imageWarmStatusWrites, imageWarmAggregateSeconds, rolloutBoundWrites, imageWarmNodes)
 }
 
 // recordImageWarmNodes publishes an ImageWarm's node counts.

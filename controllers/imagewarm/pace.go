@@ -82,6 +82,8 @@ type paceState struct {
 	// writes holds the times of the last write and of the last write made
 	// before the interval was over because the status settled.
 	writes writeHistory
+	// bound is when the RolloutBound was last written.
+	bound time.Time
 }
 
 // writeHistory is when an ImageWarm's status was last written, and when a
@@ -137,6 +139,27 @@ func (p *statusPacer) wrote(key types.NamespacedName) {
 		s.writes.early = now
 	}
 	s.writes.last = now
+}
+
+// boundWait is how long key must wait before its RolloutBound may be
+// written again: zero when now.
+func (p *statusPacer) boundWait(key types.NamespacedName) time.Duration {
+	if p == nil {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return max(0, p.state(key).bound.Add(BoundInterval).Sub(p.now()))
+}
+
+// boundWrote records a write of key's RolloutBound, now.
+func (p *statusPacer) boundWrote(key types.NamespacedName) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.state(key).bound = p.now()
 }
 
 // forget drops key, whose ImageWarm is gone.

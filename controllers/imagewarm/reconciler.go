@@ -120,6 +120,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	bound, err := r.rolloutBound(ctx, iw)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	// The next bound starts from the one the agents see, which the
+	// RolloutBound may hold ahead of the status.
+	warmv1.RaiseRollout(view, bound)
 	f, err := r.readFleet(ctx)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -131,15 +138,35 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// parse will not parse on a retry either.
 		return ctrl.Result{}, reconcile.TerminalError(err)
 	}
-	res, err := r.writeStatus(ctx, iw, status)
+	res, wrote, err := r.writeStatus(ctx, iw, status)
+	if err != nil {
+		return res, err
+	}
+	onServer := &iw.Status
+	if wrote {
+		onServer = &status
+	}
+	boundWait, err := r.publishBound(ctx, iw, bound, onServer, status.Rollout)
+	res.RequeueAfter = sooner(res.RequeueAfter, boundWait)
 	if err == nil && res.RequeueAfter == 0 && status.Rollout != nil && status.Rollout.Waiting > 0 {
 		// Waiting nodes may owe their wait to a node whose agent's
 		// grace runs out with no event to say so.
 		res.RequeueAfter = rolloutRecheck
 	}
-	if d := f.nextDeath(); err == nil && d > 0 && (res.RequeueAfter == 0 || d < res.RequeueAfter) {
+	if err == nil {
 		// An agent down now counts as dead then, with no event to say so.
-		res.RequeueAfter = d
+		res.RequeueAfter = sooner(res.RequeueAfter, f.nextDeath())
 	}
 	return res, err
+}
+
+// sooner is the sooner of two requeue delays, where zero is none.
+func sooner(a, b time.Duration) time.Duration {
+	switch {
+	case b <= 0:
+		return a
+	case a <= 0 || b < a:
+		return b
+	}
+	return a
 }

@@ -24,36 +24,37 @@ const conflictRetry = 200 * time.Millisecond
 // resourceVersion, so a status computed from a stale ImageWarm is refused
 // rather than written over a newer one. It is a whole update, not a merge
 // patch: a patch computed from the cached copy leaves out zero counts the
-// server never stored, and kubectl's columns then show them blank.
-func (r *Reconciler) writeStatus(ctx context.Context, iw *warmv1.ImageWarm, status warmv1.ImageWarmStatus) (ctrl.Result, error) {
+// server never stored, and kubectl's columns then show them blank. wrote
+// says whether status is now on the server.
+func (r *Reconciler) writeStatus(ctx context.Context, iw *warmv1.ImageWarm, status warmv1.ImageWarmStatus) (res ctrl.Result, wrote bool, err error) {
 	if equality.Semantic.DeepEqual(iw.Status, status) {
 		imageWarmStatusWrites.WithLabelValues(statusUnchanged).Inc()
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, true, nil
 	}
 	key := client.ObjectKeyFromObject(iw)
 	if wait := r.pacer.writeWait(key, &iw.Status, &status); wait > 0 {
 		imageWarmStatusWrites.WithLabelValues(statusDeferred).Inc()
-		return ctrl.Result{RequeueAfter: wait}, nil
+		return ctrl.Result{RequeueAfter: wait}, false, nil
 	}
 	iw = iw.DeepCopy()
 	iw.Status = status
-	err := r.Client.Status().Update(ctx, iw)
+	err = r.Client.Status().Update(ctx, iw)
 	switch {
 	case apierrors.IsConflict(err):
 		imageWarmStatusWrites.WithLabelValues(statusConflict).Inc()
 		log.FromContext(ctx).V(1).Info("ImageWarm changed under the status write; retrying")
-		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+		return ctrl.Result{RequeueAfter: conflictRetry}, false, nil
 	case apierrors.IsNotFound(err):
 		r.forget(key)
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, false, nil
 	case err != nil:
 		imageWarmStatusWrites.WithLabelValues(statusError).Inc()
-		return ctrl.Result{}, fmt.Errorf("writing the status of ImageWarm %s: %w", key, err)
+		return ctrl.Result{}, false, fmt.Errorf("writing the status of ImageWarm %s: %w", key, err)
 	}
 	r.pacer.wrote(key)
 	imageWarmStatusWrites.WithLabelValues(statusWritten).Inc()
 	log.FromContext(ctx).V(1).Info("Wrote ImageWarm status", "matching", status.Nodes.Matching,
 		"ready", status.Nodes.Ready, "pulling", status.Nodes.Pulling, "failed", status.Nodes.Failed,
 		"notReporting", status.Nodes.NotReporting)
-	return ctrl.Result{}, nil
+	return ctrl.Result{}, true, nil
 }

@@ -106,7 +106,7 @@ func TestInstall(t *testing.T) {
 func removeCRDs(t *testing.T, cp *testbed.ControlPlane) {
 	t.Helper()
 	var crds []*unstructured.Unstructured
-	for _, name := range []string{"imagewarms.warmer.dev", "nodewarms.warmer.dev"} {
+	for _, name := range []string{"imagewarms.warmer.dev", "nodewarms.warmer.dev", "rolloutbounds.warmer.dev"} {
 		crd := &unstructured.Unstructured{}
 		crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
 		crd.SetName(name)

@@ -219,7 +219,7 @@ func TestValues(t *testing.T) {
 	if args := stringList(t, ctrl[0].(map[string]any), "args"); !slices.Contains(args, "--min-status-interval=5s") {
 		t.Errorf("controller args %v lack --min-status-interval=5s", args)
 	}
-	for _, name := range []string{"imagewarms.warmer.dev", "nodewarms.warmer.dev"} {
+	for _, name := range []string{"imagewarms.warmer.dev", "nodewarms.warmer.dev", "rolloutbounds.warmer.dev"} {
 		crd := find(t, objs, "CustomResourceDefinition", name)
 		if crd.GetAnnotations()["helm.sh/resource-policy"] != "keep" {
 			t.Errorf("crds.keep=true: %s annotations %v", name, crd.GetAnnotations())

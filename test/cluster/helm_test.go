@@ -91,7 +91,7 @@ func removeBedCRDs(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
 	var crds []*unstructured.Unstructured
-	for _, name := range []string{"imagewarms.warmer.dev", "nodewarms.warmer.dev"} {
+	for _, name := range []string{"imagewarms.warmer.dev", "nodewarms.warmer.dev", "rolloutbounds.warmer.dev"} {
 		crd := &unstructured.Unstructured{}
 		crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
 		crd.SetName(name)

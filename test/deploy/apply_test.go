@@ -30,6 +30,7 @@ var defaultObjects = []string{
 	"ClusterRoleBinding/warmer-controller-images-from",
 	"CustomResourceDefinition/imagewarms.warmer.dev",
 	"CustomResourceDefinition/nodewarms.warmer.dev",
+	"CustomResourceDefinition/rolloutbounds.warmer.dev",
 	"DaemonSet/warmer-agent",
 	"Deployment/warmer-controller",
 	"FlowSchema/warmer-agents",

@@ -44,6 +44,8 @@ func TestAgentPermissions(t *testing.T) {
 		{name: "delete an ImageWarm", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error {
 			return c.Delete(ctx, &warmv1.ImageWarm{ObjectMeta: metav1.ObjectMeta{Namespace: warmKey.Namespace, Name: warmKey.Name}})
 		}},
+		{name: "watch RolloutBounds", want: allowed, do: func(ctx context.Context, c client.WithWatch) error { return watchOnce(ctx, c, &warmv1.RolloutBoundList{}) }},
+		{name: "create a RolloutBound", want: forbiddenByRBAC, do: createRolloutBound},
 		{name: "watch its own Node by name", want: allowed, do: func(ctx context.Context, c client.WithWatch) error {
 			return watchOnce(ctx, c, &corev1.NodeList{}, client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("metadata.name", ownNode)})
 		}},
@@ -135,6 +137,19 @@ func TestControllerPermissions(t *testing.T) {
 		{name: "update an ImageWarm's spec", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error { return updateWarmSpec(ctx, c) }},
 		{name: "watch NodeWarms", want: allowed, do: func(ctx context.Context, c client.WithWatch) error { return watchOnce(ctx, c, &warmv1.NodeWarmList{}) }},
 		{name: "create a NodeWarm", want: forbiddenByRBAC, do: createNodeWarm(ownNode)},
+		{name: "watch RolloutBounds", want: allowed, do: func(ctx context.Context, c client.WithWatch) error { return watchOnce(ctx, c, &warmv1.RolloutBoundList{}) }},
+		{name: "create a RolloutBound", want: allowed, do: createRolloutBound},
+		{name: "update a RolloutBound", want: allowed, do: func(ctx context.Context, c client.WithWatch) error {
+			var b warmv1.RolloutBound
+			if err := c.Get(ctx, types.NamespacedName{Namespace: teamNamespace, Name: warmName}, &b); err != nil {
+				return err
+			}
+			b.Spec.AdmittedBelow++
+			return c.Update(ctx, &b)
+		}},
+		{name: "delete a RolloutBound", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error {
+			return c.Delete(ctx, &warmv1.RolloutBound{ObjectMeta: metav1.ObjectMeta{Namespace: teamNamespace, Name: warmName}})
+		}},
 		{name: "update a NodeWarm's status", want: forbiddenByRBAC, do: updateNodeWarm(cp.Client, otherNode, true)},
 		{name: "watch Nodes' metadata", want: allowed, do: func(ctx context.Context, c client.WithWatch) error {
 			list := &metav1.PartialObjectMetadataList{}
@@ -235,4 +250,12 @@ func kubeletAllows(admin client.Client, node, subresource string) func(context.C
 // fixture's namespace.
 func copyName(secret string) string {
 	return secretcopy.Name(types.NamespacedName{Namespace: teamNamespace, Name: secret})
+}
+
+// createRolloutBound creates the RolloutBound of the fixture's ImageWarm.
+func createRolloutBound(ctx context.Context, c client.WithWatch) error {
+	return c.Create(ctx, &warmv1.RolloutBound{
+		ObjectMeta: metav1.ObjectMeta{Namespace: teamNamespace, Name: warmName},
+		Spec:       warmv1.RolloutBoundSpec{ImageWarmUID: "uid", Generation: 1, AdmittedBelow: 1},
+	})
 }

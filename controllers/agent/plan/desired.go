@@ -104,7 +104,7 @@ type Desired struct {
 // with the given labels. ImageWarms being deleted, and ones whose selector
 // does not parse, are left out; the latter also go to badSelector.
 func desiredImages(nodeName string, nodeLabels map[string]string, warms []warmv1.ImageWarm) (Desired, []types.NamespacedName) {
-	return (&Memo{}).Desired(nodeName, nodeLabels, warms)
+	return (&Memo{}).Desired(nodeName, nodeLabels, warms, nil)
 }
 
 // Memo keeps each ImageWarm's selector and image references parsed,
@@ -138,11 +138,16 @@ type parsedImage struct {
 	image string
 }
 
+// Bounds are RolloutBounds by name, which is their ImageWarm's.
+type Bounds map[types.NamespacedName]*warmv1.RolloutBound
+
 // Desired computes the images the ImageWarms ask of the named node with
 // the given labels, reusing what earlier passes parsed and forgetting
 // ImageWarms this pass did not see. ImageWarms being deleted, and ones
 // whose selector does not parse, are left out; the latter are returned.
-func (m *Memo) Desired(nodeName string, nodeLabels map[string]string, warms []warmv1.ImageWarm) (Desired, []types.NamespacedName) {
+// bounds are the RolloutBounds by name: with spec.rollout, the higher of an
+// ImageWarm's status.rollout and its RolloutBound admits the node.
+func (m *Memo) Desired(nodeName string, nodeLabels map[string]string, warms []warmv1.ImageWarm, bounds Bounds) (Desired, []types.NamespacedName) {
 	if m.warms == nil {
 		m.warms = map[types.NamespacedName]*parsedWarm{}
 	}
@@ -172,9 +177,9 @@ func (m *Memo) Desired(nodeName string, nodeLabels map[string]string, warms []wa
 			set.holdTaint[nn] = true
 		}
 		pw.parseRefs(nn, iw)
-		// Read each pass: the rollout's bound is status, which moves
-		// without a new generation.
-		set.add(byNamespace, iw, nn, pw, warmv1.RolloutAdmits(iw, nodeName))
+		// Read each pass: the rollout's bound is status, and a
+		// RolloutBound, which move without a new generation.
+		set.add(byNamespace, iw, nn, pw, warmv1.RolloutAdmits(iw, bounds[nn], nodeName))
 	}
 	set.scope(byNamespace)
 	for nn, pw := range m.warms {

@@ -77,7 +77,7 @@ func TestDesiredResolvedImages(t *testing.T) {
 	stale := warm("a", "stale", nil, "redis:7")
 	stale.Status.Resolved = &warmv1.ResolvedImages{Images: []string{"docker.io/library/old:v1"}, Hash: "fedcba9876543210"}
 	var memo Memo
-	d, _ := memo.Desired("", node, []warmv1.ImageWarm{from, stale})
+	d, _ := memo.Desired("", node, []warmv1.ImageWarm{from, stale}, nil)
 	if got := fmt.Sprint(d.Keys()); got != "[docker.io/library/app:v1 docker.io/library/nginx:1.27 docker.io/library/redis:7]" {
 		t.Fatalf("desired %s", got)
 	}
@@ -89,7 +89,7 @@ func TestDesiredResolvedImages(t *testing.T) {
 	}
 	// The template moved to app:v2: same generation, new status.
 	from.Status.Resolved = &warmv1.ResolvedImages{Images: []string{"docker.io/library/app:v2"}, Hash: "1111111111111111"}
-	d, _ = memo.Desired("", node, []warmv1.ImageWarm{from})
+	d, _ = memo.Desired("", node, []warmv1.ImageWarm{from}, nil)
 	if got := fmt.Sprint(d.Keys()); got != "[docker.io/library/app:v2 docker.io/library/nginx:1.27]" {
 		t.Errorf("after the set changed, desired %s", got)
 	}
@@ -106,10 +106,10 @@ func TestDesiredResolvedImages(t *testing.T) {
 func BenchmarkDesired1000(b *testing.B) {
 	warms, node := desiredBenchInput()
 	var memo Memo
-	memo.Desired("", node, warms)
+	memo.Desired("", node, warms, nil)
 	b.ReportAllocs()
 	for b.Loop() {
-		d, _ := memo.Desired("", node, warms)
+		d, _ := memo.Desired("", node, warms, nil)
 		if len(d.images) == 0 {
 			b.Fatal("nothing desired")
 		}
