@@ -260,19 +260,22 @@ func startImageWarmController(t *testing.T, cp *testbed.ControlPlane) {
 // only the given workload kinds (nil: every kind).
 func startImageWarmControllerWatching(t *testing.T, cp *testbed.ControlPlane, kinds []warmv1.WorkloadKind) {
 	t.Helper()
+	startReconciler(t, cp, &Reconciler{MinWriteInterval: testWriteInterval, WatchedKinds: kinds})
+}
+
+// startReconciler runs a manager with only r, caching the workload kinds
+// r watches, stopped at cleanup before the control plane.
+func startReconciler(t *testing.T, cp *testbed.ControlPlane, r *Reconciler) {
+	t.Helper()
 	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{
-		Scheme:                 testbed.Scheme(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Logger:                 logr.Discard(),
-		Cache:                  CacheOptions(kinds),
+		Scheme: testbed.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Logger: logr.Discard(), Cache: CacheOptions(r.WatchedKinds),
 		// Other suites in this package register controllers too.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &Reconciler{Client: mgr.GetClient(), MinWriteInterval: testWriteInterval, WatchedKinds: kinds}
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}

@@ -33,19 +33,7 @@ func TestRolloutWaves(t *testing.T) {
 	f.Create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 
 	t.Run("maxPulling 1: one node pulls at a time, in rollout order", func(t *testing.T) {
-		app := reg.PushRandom(t, "waves/app:v1", testbed.ImageOptions{LayerSize: 1 << 20, Layers: 2})
-		iw := build.ImageWarm(ns, "one-at-a-time", build.Images(app.Ref))
-		one := intstr.FromInt32(1)
-		iw.Spec.Rollout = &warmv1.Rollout{MaxPulling: &one}
-		f.Create(t, iw)
-		waitReady(t, f, ns, iw.Name)
-		spans := pullSpans(t, proxies, "/v2/waves/app/")
-		got := f.ImageWarm(t, ns, iw.Name)
-		want := rolloutOrder(got.UID, nodes)
-		checkOneAtATime(t, spans, want)
-		if r := got.Status.Rollout; r == nil || r.Admitted != 3 || r.Waiting != 0 {
-			t.Errorf("rollout status %+v, want 3 admitted, none waiting", r)
-		}
+		testOneAtATime(t, reg, f, proxies, ns, nodes)
 	})
 
 	t.Run("a canary with a missing tag fails on one node only; a fixed spec warms the fleet", func(t *testing.T) {
@@ -96,6 +84,40 @@ func TestRolloutWaves(t *testing.T) {
 			t.Errorf("Rollout after the fix: %+v", c)
 		}
 	})
+}
+
+// TestRolloutAheadOfStatus runs TestRolloutWaves' first wave with the
+// controller's progress writes held back for an hour, as a fleet of
+// hundreds of thousands of agents would space them (see
+// controllers/imagewarm's progressInterval): the ImageWarm's status then
+// moves only with its first write and its settled result, so each node
+// after the first is admitted by the RolloutBound alone, the agents
+// reading it with the permissions the manifests grant.
+func TestRolloutAheadOfStatus(t *testing.T) {
+	const ns = "ahead"
+	nodes := []string{"node-1", "node-2", "node-3"}
+	reg, f, proxies := slowFleet(t, ns, nodes, testbed.FleetOptions{ControllerFlags: []string{"--min-status-interval=1h"}})
+	f.Create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	testOneAtATime(t, reg, f, proxies, ns, nodes)
+}
+
+// testOneAtATime warms an image with maxPulling 1 and checks from the
+// proxies' logs that the nodes pulled one after the other, in rollout
+// order, with no long gap between two.
+func testOneAtATime(t *testing.T, reg *testbed.Registry, f *testbed.Fleet, proxies map[string]*faults.FaultProxy, ns string, nodes []string) {
+	app := reg.PushRandom(t, ns+"/app:v1", testbed.ImageOptions{LayerSize: 1 << 20, Layers: 2})
+	iw := build.ImageWarm(ns, "one-at-a-time", build.Images(app.Ref))
+	one := intstr.FromInt32(1)
+	iw.Spec.Rollout = &warmv1.Rollout{MaxPulling: &one}
+	f.Create(t, iw)
+	waitReady(t, f, ns, iw.Name)
+	spans := pullSpans(t, proxies, "/v2/"+ns+"/app/")
+	got := f.ImageWarm(t, ns, iw.Name)
+	want := rolloutOrder(got.UID, nodes)
+	checkOneAtATime(t, spans, want)
+	if r := got.Status.Rollout; r == nil || r.Admitted != 3 || r.Waiting != 0 {
+		t.Errorf("rollout status %+v, want 3 admitted, none waiting", r)
+	}
 }
 
 // slowFleet starts a registry and a fleet of nodes labelled pool=pool,
@@ -176,17 +198,31 @@ func pullSpans(t *testing.T, proxies map[string]*faults.FaultProxy, prefix strin
 	return out
 }
 
-// checkOneAtATime checks that no two nodes' requests overlapped, and that
-// the nodes pulled in the order want.
+// maxWaveGap is the longest wait allowed between one node's last request
+// and the next node's first: seconds, for a busy CI machine.
+const maxWaveGap = 8 * time.Second
+
+// checkOneAtATime checks that no two nodes' requests overlapped, that the
+// nodes pulled in the order want, and that none waited long for the one
+// before it.
 func checkOneAtATime(t *testing.T, spans []span, want []string) {
 	t.Helper()
 	var order []string
 	for i, s := range spans {
 		order = append(order, s.node)
 		t.Logf("%s pulled from +%v to +%v", s.node, s.start.Sub(spans[0].start), s.end.Sub(spans[0].start))
-		if i > 0 && s.start.Before(spans[i-1].end) {
+		if i == 0 {
+			continue
+		}
+		if s.start.Before(spans[i-1].end) {
 			t.Errorf("%s began pulling at +%v, before %s was done at +%v", s.node,
 				s.start.Sub(spans[0].start), spans[i-1].node, spans[i-1].end.Sub(spans[0].start))
+		}
+		// The report that frees the slot, the bound raised (at most every
+		// 0.5 s) and the next agent's pass take about a second; a wave
+		// that waited for a paced status write would wait longer.
+		if gap := s.start.Sub(spans[i-1].end); gap > maxWaveGap {
+			t.Errorf("%s began pulling %v after %s was done, want within %v", s.node, gap, spans[i-1].node, maxWaveGap)
 		}
 	}
 	if !slices.Equal(order, want) {

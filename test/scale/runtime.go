@@ -28,10 +28,11 @@ type FakeRuntime struct {
 	// rest of the fleet's.
 	Gauge *PullGauge
 
-	mu       sync.Mutex
-	images   map[string]*runtimeapi.Image // by reference
-	pulls    int                          // pulls completed
-	lastPull time.Time                    // when the last one completed
+	mu        sync.Mutex
+	images    map[string]*runtimeapi.Image // by reference
+	pulls     int                          // pulls completed
+	firstPull time.Time                    // when the first one began
+	lastPull  time.Time                    // when the last one completed
 }
 
 var _ pullengine.ImageService = &FakeRuntime{}
@@ -62,6 +63,11 @@ func (f *FakeRuntime) ImageStatus(_ context.Context, ref string) (*runtimeapi.Im
 // PullImage waits PullLatency (or until ctx ends), then holds the image.
 func (f *FakeRuntime) PullImage(ctx context.Context, ref string, _ *runtimeapi.AuthConfig) (string, error) {
 	key := normalise(ref)
+	f.mu.Lock()
+	if f.firstPull.IsZero() {
+		f.firstPull = time.Now()
+	}
+	f.mu.Unlock()
 	f.Gauge.begin(key)
 	defer f.Gauge.end(key)
 	t := time.NewTimer(f.PullLatency)
@@ -90,6 +96,14 @@ func (f *FakeRuntime) Pulls() (int, time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.pulls, f.lastPull
+}
+
+// Busy is the time from the first pull's start to the last one's end:
+// the node's warm, as its runtime saw it.
+func (f *FakeRuntime) Busy() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lastPull.Sub(f.firstPull)
 }
 
 // ImageFsInfo reports the root filesystem, holding the pulled images.
