@@ -44,7 +44,9 @@ func TestAgentPermissions(t *testing.T) {
 		{name: "delete an ImageWarm", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error {
 			return c.Delete(ctx, &warmv1.ImageWarm{ObjectMeta: metav1.ObjectMeta{Namespace: warmKey.Namespace, Name: warmKey.Name}})
 		}},
-		{name: "watch RolloutBounds", want: allowed, do: func(ctx context.Context, c client.WithWatch) error { return watchOnce(ctx, c, &warmv1.RolloutBoundList{}) }},
+		{name: "watch RolloutBounds", want: allowed, do: func(ctx context.Context, c client.WithWatch) error {
+			return watchOnce(ctx, c, &warmv1.RolloutBoundList{})
+		}},
 		{name: "create a RolloutBound", want: forbiddenByRBAC, do: createRolloutBound},
 		{name: "watch its own Node by name", want: allowed, do: func(ctx context.Context, c client.WithWatch) error {
 			return watchOnce(ctx, c, &corev1.NodeList{}, client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("metadata.name", ownNode)})
@@ -137,7 +139,9 @@ func TestControllerPermissions(t *testing.T) {
 		{name: "update an ImageWarm's spec", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error { return updateWarmSpec(ctx, c) }},
 		{name: "watch NodeWarms", want: allowed, do: func(ctx context.Context, c client.WithWatch) error { return watchOnce(ctx, c, &warmv1.NodeWarmList{}) }},
 		{name: "create a NodeWarm", want: forbiddenByRBAC, do: createNodeWarm(ownNode)},
-		{name: "watch RolloutBounds", want: allowed, do: func(ctx context.Context, c client.WithWatch) error { return watchOnce(ctx, c, &warmv1.RolloutBoundList{}) }},
+		{name: "watch RolloutBounds", want: allowed, do: func(ctx context.Context, c client.WithWatch) error {
+			return watchOnce(ctx, c, &warmv1.RolloutBoundList{})
+		}},
 		{name: "create a RolloutBound", want: allowed, do: createRolloutBound},
 		{name: "update a RolloutBound", want: allowed, do: func(ctx context.Context, c client.WithWatch) error {
 			var b warmv1.RolloutBound
