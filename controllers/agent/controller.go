@@ -193,8 +193,8 @@ func (a *NodeAgent) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&warmv1.ImageWarm{}, toNode, builder.WithPredicates(predicate.Or[client.Object](
 			predicate.GenerationChangedPredicate{}, resolvedChanged, rolloutChanged))).
 		// A rollout's bound raised apart from the ImageWarm (see
-		// RolloutBound). Every node takes a pass, as for rolloutChanged.
-		Watches(&warmv1.RolloutBound{}, toNode, builder.WithPredicates(boundRaised)).
+		// RolloutBound): only the nodes it newly admits take a pass.
+		Watches(&warmv1.RolloutBound{}, toNode, builder.WithPredicates(a.admittedNow())).
 		// Its own NodeWarm deleted (by hand, or by the garbage collector
 		// with a replaced Node) is written again at once.
 		Watches(&warmv1.NodeWarm{}, toNode, builder.WithPredicates(own, deletedOnly)).
@@ -245,12 +245,34 @@ func warmUpdated(changed func(o, n *warmv1.ImageWarm) bool) predicate.Funcs {
 	}
 }
 
-// boundRaised passes RolloutBounds created or changed. A deletion waits
-// for the next pass: the controller writes the bound again, and the
-// ImageWarm's status carries it too once written.
-var boundRaised = predicate.Funcs{
-	DeleteFunc:  func(event.DeleteEvent) bool { return false },
-	GenericFunc: func(event.GenericEvent) bool { return false },
+// admittedNow passes a RolloutBound created or changed when it admits the
+// agent's node and the one before did not (for the same ImageWarm and
+// spec): each raise reaches every agent, and a pass of every node's agent
+// for the few it admits cost the fleet simulation a core. The place is one
+// hash of two short strings. A deletion waits for the next pass: the
+// controller writes the bound again, and the ImageWarm's status carries it
+// too once written.
+func (a *NodeAgent) admittedNow() predicate.Funcs {
+	admits := func(b *warmv1.RolloutBound) bool {
+		return int64(warmv1.RolloutPlace(types.UID(b.Spec.ImageWarmUID), a.NodeName)) < b.Spec.AdmittedBelow
+	}
+	return predicate.Funcs{
+		CreateFunc: func(e event.CreateEvent) bool {
+			b, ok := e.Object.(*warmv1.RolloutBound)
+			return ok && admits(b)
+		},
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, ok1 := e.ObjectOld.(*warmv1.RolloutBound)
+			n, ok2 := e.ObjectNew.(*warmv1.RolloutBound)
+			if !ok1 || !ok2 || !admits(n) {
+				return false
+			}
+			sameSpec := o.Spec.ImageWarmUID == n.Spec.ImageWarmUID && o.Spec.Generation == n.Spec.Generation && o.Spec.Resolved == n.Spec.Resolved
+			return !sameSpec || !admits(o)
+		},
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
 }
 
 // rolloutEqual compares what of a rollout decides admission.

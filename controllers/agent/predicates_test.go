@@ -21,3 +21,34 @@ func TestResolvedChangedPredicate(t *testing.T) {
 		t.Error("a progress write passed")
 	}
 }
+
+func TestAdmittedNowPredicate(t *testing.T) {
+	a := &NodeAgent{NodeName: "node-7"}
+	p := a.admittedNow()
+	place := int64(warmv1.RolloutPlace("u1", "node-7"))
+	bound := func(uid string, gen, below int64) *warmv1.RolloutBound {
+		return &warmv1.RolloutBound{Spec: warmv1.RolloutBoundSpec{ImageWarmUID: uid, Generation: gen, AdmittedBelow: below}}
+	}
+	for _, c := range []struct {
+		name     string
+		old, new *warmv1.RolloutBound
+		want     bool
+	}{
+		{"created below the node", nil, bound("u1", 1, place), false},
+		{"created admitting the node", nil, bound("u1", 1, place+1), true},
+		{"raised to admit the node", bound("u1", 1, place), bound("u1", 1, place+1), true},
+		{"raised, the node admitted before", bound("u1", 1, place+1), bound("u1", 1, place+9), false},
+		{"raised, still below the node", bound("u1", 1, 0), bound("u1", 1, place), false},
+		{"a new generation admitting the node", bound("u1", 1, warmv1.AdmitAll), bound("u1", 2, place+1), true},
+	} {
+		var got bool
+		if c.old == nil {
+			got = p.Create(event.CreateEvent{Object: c.new})
+		} else {
+			got = p.Update(event.UpdateEvent{ObjectOld: c.old, ObjectNew: c.new})
+		}
+		if got != c.want {
+			t.Errorf("%s: passed %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -32,6 +32,22 @@ func TestRegistryFaults(t *testing.T) {
 	t.Run("stalled pull", func(t *testing.T) { testStalled(t, f, reg) })
 }
 
+// TestProgressOnContainerd2 runs the progress and stall subtests of
+// TestRegistryFaults on the real node's containerd 2.x (without a
+// kubelet) rather than the bed's 1.6: the agent reads a pull's bytes from
+// the runtime's content store, whose ingests each version keeps its own way.
+func TestProgressOnContainerd2(t *testing.T) {
+	f := testbed.StartFleet(t, map[string]map[string]string{node: nil}, testbed.FleetOptions{
+		Agent: agentSettings("--pull-progress-interval="+bytesInterval.String(), "--pull-stall-timeout="+stallTimeout.String()),
+		Containerd: func(string) []testbed.ContainerdOption {
+			return []testbed.ContainerdOption{testbed.WithContainerd2(t)}
+		},
+	})
+	reg := testbed.StartRegistry(t, testbed.RegistryOptions{Name: "origin2"})
+	t.Run("progress of a slowed pull", func(t *testing.T) { testProgress(t, f, reg) })
+	t.Run("stalled pull", func(t *testing.T) { testStalled(t, f, reg) })
+}
+
 // testStoppedMidPull stops the registry while a layer is on its way. The
 // proxy only slows the body, so that the pull is still under way when the
 // registry goes; while it is down the proxy answers 502, as a load
