@@ -52,3 +52,29 @@ func TestAdmittedNowPredicate(t *testing.T) {
 		}
 	}
 }
+
+func TestRolloutChangedPredicate(t *testing.T) {
+	a := &NodeAgent{NodeName: "node-7"}
+	p := a.rolloutChanged()
+	place := int64(warmv1.RolloutPlace("u1", "node-7"))
+	warm := func(below int64, waiting int32) *warmv1.ImageWarm {
+		iw := &warmv1.ImageWarm{Spec: warmv1.ImageWarmSpec{Rollout: &warmv1.Rollout{Canary: true}}}
+		iw.UID, iw.Generation = "u1", 1
+		iw.Status.Rollout = &warmv1.RolloutStatus{Generation: 1, AdmittedBelow: below, Waiting: waiting}
+		return iw
+	}
+	for _, c := range []struct {
+		name     string
+		old, new *warmv1.ImageWarm
+		want     bool
+	}{
+		{"the bound reaches the node", warm(place, 5), warm(place+1, 4), true},
+		{"the bound moves below the node", warm(0, 5), warm(place, 4), false},
+		{"the bound moves past an admitted node", warm(place+1, 5), warm(place+7, 4), false},
+		{"counts alone", warm(place+1, 5), warm(place+1, 3), false},
+	} {
+		if got := p.Update(event.UpdateEvent{ObjectOld: c.old, ObjectNew: c.new}); got != c.want {
+			t.Errorf("%s: passed %v, want %v", c.name, got, c.want)
+		}
+	}
+}
