@@ -98,12 +98,12 @@ func (f *FakeRuntime) Pulls() (int, time.Time) {
 	return f.pulls, f.lastPull
 }
 
-// Busy is the time from the first pull's start to the last one's end:
-// the node's warm, as its runtime saw it.
-func (f *FakeRuntime) Busy() time.Duration {
+// Busy is when the first pull began and how long from then to the last
+// one's end: the node's warm, as its runtime saw it.
+func (f *FakeRuntime) Busy() (time.Time, time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.lastPull.Sub(f.firstPull)
+	return f.firstPull, f.lastPull.Sub(f.firstPull)
 }
 
 // ImageFsInfo reports the root filesystem, holding the pulled images.
