@@ -118,7 +118,9 @@ func TestChartPresetsMatchComponents(t *testing.T) {
 // TestChartCredentialProvidersMatchComponent checks that
 // credentialProviders.enabled renders the agent DaemonSet that
 // config/default renders with config/components/credential-providers:
-// the kubelet's two flags and the two read-only mounts at the same paths.
+// the kubelet's two flags, the two read-only mounts at the same paths and
+// the node's CA certificates; with hostFiles, what
+// credential-providers-azure adds.
 func TestChartCredentialProvidersMatchComponent(t *testing.T) {
 	want := daemonSets(kustomizeWith(t, "default", "components/credential-providers"))
 	got := daemonSets(helmTemplate(t, namespace, "--set", "credentialProviders.enabled=true"))
@@ -129,6 +131,12 @@ func TestChartCredentialProvidersMatchComponent(t *testing.T) {
 			t.Errorf("agent args %v lack %s", args, flag)
 		}
 	}
+	t.Run("azure", func(t *testing.T) {
+		want := daemonSets(kustomizeWith(t, "default", "components/credential-providers", "components/credential-providers-azure"))
+		got := daemonSets(helmTemplate(t, namespace, "--set", "credentialProviders.enabled=true",
+			"--set", "credentialProviders.hostFiles={/etc/kubernetes/azure.json}"))
+		compare(t, "config/default with credential-providers and credential-providers-azure", want, got)
+	})
 	if args := stringList(t, container(t, agentPod(t, helmTemplate(t, namespace))), "args"); slices.ContainsFunc(args, func(a string) bool {
 		return strings.HasPrefix(a, "--image-credential-provider")
 	}) {

@@ -4,12 +4,19 @@
 // provider's env in the configuration, as a real deployment would pass
 // settings). Each run appends the requested image to the --count file,
 // so a test can tell how often the plugin ran.
+//
+// With --token-url it behaves as a cloud's plugin does: the password is a
+// token it fetches over HTTPS, the server verified against the system's CA
+// bundle, and with --cloud-config it first reads a client id and secret
+// from a JSON file with azure.json's keys and sends them as basic auth.
 package main
 
 import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -21,6 +28,8 @@ func main() {
 	keyType := flag.String("key-type", "Image", "cacheKeyType to answer")
 	duration := flag.String("cache-duration", "", "cacheDuration to answer; empty: none")
 	authKey := flag.String("auth-key", "", "auth key to answer; empty: the image's registry")
+	tokenURL := flag.String("token-url", "", "HTTPS URL whose answer is the password")
+	cloudConfig := flag.String("cloud-config", "", "JSON file with aadClientId and aadClientSecret, sent to --token-url as basic auth")
 	flag.Parse()
 
 	var req struct {
@@ -40,6 +49,13 @@ func main() {
 		}
 	}
 	pass := os.Getenv("FAKE_PASSWORD")
+	if *tokenURL != "" {
+		var err error
+		if pass, err = fetchToken(*tokenURL, *cloudConfig); err != nil {
+			fmt.Fprintln(os.Stderr, "fetching the token:", err)
+			os.Exit(2)
+		}
+	}
 	switch *mode {
 	case "exit":
 		// A careless plugin prints the secret on stderr before failing.
@@ -67,4 +83,41 @@ func main() {
 		resp["cacheDuration"] = *duration
 	}
 	_ = json.NewEncoder(os.Stdout).Encode(resp)
+}
+
+// fetchToken GETs url with Go's default client, which verifies the server
+// against the system's CA bundle, sending the client id and secret of the
+// cloud config file (if any) as basic auth; the answer is the token.
+func fetchToken(url, cloudConfig string) (string, error) {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	if cloudConfig != "" {
+		raw, err := os.ReadFile(cloudConfig)
+		if err != nil {
+			return "", err
+		}
+		var cfg struct {
+			ClientID     string `json:"aadClientId"`
+			ClientSecret string `json:"aadClientSecret"`
+		}
+		if err := json.Unmarshal(raw, &cfg); err != nil {
+			return "", fmt.Errorf("%s: %w", cloudConfig, err)
+		}
+		req.SetBasicAuth(cfg.ClientID, cfg.ClientSecret)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("token service answered %s", resp.Status)
+	}
+	return strings.TrimSpace(string(body)), nil
 }
