@@ -14,15 +14,24 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/hostcheck"
 )
 
 // mirrored is a public registry whose pulls the node serves from the test
 // registry; docker.io is too, for config/samples' images.
 const mirrored = "ghcr.io"
 
+// cloudMirrored is a public registry whose pulls the node serves from
+// authReg, which asks for a login: the registry a cloud's credential
+// plugin authorises (credplugin_test.go).
+const cloudMirrored = "quay.io"
+
 var (
 	node *testbed.RealNode
 	reg  *testbed.Registry
+	// authReg takes only authReg.Username() with authPassword.
+	authReg      *testbed.Registry
+	authPassword string
 )
 
 func TestMain(m *testing.M) {
@@ -33,7 +42,10 @@ func TestMain(m *testing.M) {
 	var traces testbed.Traces
 	if !bed.Start(func(tb testbed.TB) {
 		reg = testbed.StartRegistry(tb, testbed.RegistryOptions{Name: "cluster"})
-		node = testbed.StartNode(tb, testbed.NodeOptions{Mirrors: map[string]string{mirrored: reg.Host, "docker.io": reg.Host}})
+		authPassword = hostcheck.RandomPassword(tb)
+		authReg = testbed.StartRegistry(tb, testbed.RegistryOptions{Name: "cluster-auth", Username: "robot", Password: authPassword})
+		node = testbed.StartNode(tb, testbed.NodeOptions{Mirrors: map[string]string{
+			mirrored: reg.Host, "docker.io": reg.Host, cloudMirrored: authReg.Host}})
 		traces = node.Traces()
 	}) {
 		os.Exit(1)

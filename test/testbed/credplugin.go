@@ -62,7 +62,8 @@ var pluginBuild struct {
 
 // SetUpCredentialPlugin builds the test plugin (once per test binary) and
 // writes a bin directory and configuration for providers. Every provider
-// counts its runs in the same Count file.
+// counts its runs in the same Count file (a plugin run in the agent's Pod
+// cannot reach it, and counts nothing).
 func SetUpCredentialPlugin(t TB, providers ...PluginProvider) *CredentialPlugin {
 	t.Helper()
 	bin := buildCredentialPlugin(t)
@@ -74,9 +75,9 @@ func SetUpCredentialPlugin(t TB, providers ...PluginProvider) *CredentialPlugin 
 	var b strings.Builder
 	b.WriteString("apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\nproviders:\n")
 	for _, p := range providers {
-		if err := os.Symlink(bin, filepath.Join(c.BinDir, p.Name)); err != nil {
-			t.Fatal(err)
-		}
+		// A copy, not a link: the agent's Pod mounts the directory
+		// alone, where a link to the build would point nowhere.
+		copyFile(t, bin, filepath.Join(c.BinDir, p.Name), 0o755)
 		fmt.Fprintf(&b, "  - name: %s\n    apiVersion: credentialprovider.kubelet.k8s.io/v1\n    defaultCacheDuration: %s\n    matchImages: %s\n",
 			p.Name, p.CacheDuration, jsonList(p.MatchImages))
 		fmt.Fprintf(&b, "    args: %s\n", jsonList(append([]string{"--count", c.Count}, p.Args...)))
@@ -86,6 +87,18 @@ func SetUpCredentialPlugin(t TB, providers ...PluginProvider) *CredentialPlugin 
 		t.Fatal(err)
 	}
 	return c
+}
+
+// copyFile copies src to dst with mode perm.
+func copyFile(t TB, src, dst string, perm os.FileMode) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, b, perm); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func jsonList(items []string) string {
