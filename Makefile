@@ -99,18 +99,21 @@ e2e: testbed-sim ## Run only the end-to-end test: the controller and three agent
 	assets="$(ASSETS)"; KUBEBUILDER_ASSETS="$$assets" PATH="$$PATH:$$assets" go test $(GO_TEST_FLAGS) -v ./test/e2e
 
 # BENCH_ROUNDS: rounds of the time-to-warm benchmarks. BENCH_FULL=1: fleets
-# of 100, 300 and 1,000 simulated agents (and 1,000 with 100 images each)
-# and a 10-minute idle period (the short form: 100 agents, 20 s).
-# BENCH_SCALE=100,1000x100 and BENCH_IDLE=1m choose those directly. See
-# docs/performance.md.
+# of 100, 300 and 1,000 simulated agents (and 1,000 with 100 images each,
+# and in waves), a failing fleet of 1,000 for 5 minutes, a 10-minute idle
+# period (the short form: 100 agents, 100 failing for a minute, 20 s), and
+# a Pod's pull beside a warm on the real node (kubelet and containerd 2.x).
+# BENCH_SCALE=100,1000x100, BENCH_FAIL=1000, BENCH_FAIL_WINDOW=5m and
+# BENCH_IDLE=1m choose those directly. See docs/performance.md.
 BENCH_ROUNDS ?= 5
 BENCH_FULL ?=
+BENCH_REAL_NODE := $(if $(filter 1,$(BENCH_FULL)),|BenchmarkRealKubeletBesideWarm)
 
 .PHONY: bench
-bench: testbed ## Benchmarks (docs/performance.md): time to warm, engine vs CRI, a Pod's pull beside a warm, a simulated fleet, the agent's footprint, hot paths; one summary table.
+bench: testbed ## Benchmarks (docs/performance.md): time to warm, engine vs CRI, a Pod's pull beside a warm, a simulated fleet (warming, failing), the agent's footprint, hot paths; one summary table.
 	assets="$(ASSETS)"; export KUBEBUILDER_ASSETS="$$assets" PATH="$$PATH:$$assets" BENCH_FULL="$(BENCH_FULL)"; { \
-		go test -p 1 -run '^$$' -bench 'BenchmarkWarm|BenchmarkTimeToWarm|BenchmarkKubeletBesideWarm' -benchtime $(BENCH_ROUNDS)x -timeout 60m ./pkg/pullengine ./test/perf && \
-		go test -run '^$$' -bench 'BenchmarkScale|BenchmarkAgentFootprint' -benchtime 1x -timeout 90m ./test/perf && \
+		go test -p 1 -run '^$$' -bench 'BenchmarkWarm|BenchmarkTimeToWarm|BenchmarkKubeletBesideWarm$(BENCH_REAL_NODE)' -benchtime $(BENCH_ROUNDS)x -timeout 60m ./pkg/pullengine ./test/perf && \
+		go test -run '^$$' -bench 'BenchmarkScale|BenchmarkFailingFleet|BenchmarkAgentFootprint' -benchtime 1x -timeout 90m ./test/perf && \
 		go test -p 1 -run '^$$' -bench 'BenchmarkPresence2000|BenchmarkAggregate1000|BenchmarkDesired1000|BenchmarkImageWarmStatusSize|BenchmarkNodeWarmSize' -benchmem ./pkg/pullengine ./controllers/imagewarm ./controllers/agent/plan; \
 	} 2>&1 | go run ./test/perf/benchtable
 

@@ -157,22 +157,35 @@ type scaleResult struct {
 	nodeWarm, firstPull time.Duration
 }
 
-func runScale(b *testing.B, c scaleCase) {
+// simFleet is a control plane with warmer's controller binary and a
+// fleet of simulated agents running against it.
+type simFleet struct {
+	cp         *testbed.ControlPlane
+	ctrlArgs   []string
+	ctrl       *testbed.Process
+	agents     *scale.Fleet
+	flowSchema bool // the agents run in config/flowcontrol's priority level
+}
+
+// startSimFleet starts a control plane with n nodes, the controller as its
+// own process and n simulated agents with opts (its Config is set here),
+// and waits until every agent has written its NodeWarm and the start-up
+// traffic has settled.
+func startSimFleet(b *testing.B, n int, opts scale.Options) *simFleet {
 	cp := testbed.StartControlPlane(b)
-	ctx := context.Background()
 	agentCfg, _ := serviceAccountUser(b, cp, "warmer-agent")
 	_, ctrlKubeconfig := serviceAccountUser(b, cp, "warmer-controller")
 	// The manifests' FlowSchema for the agents, as an install has it;
 	// BENCH_SCALE_NO_FLOWSCHEMA=1 leaves them in workload-low, to compare.
-	r := scaleResult{scaleCase: c, flowSchema: os.Getenv("BENCH_SCALE_NO_FLOWSCHEMA") != "1"}
-	if r.flowSchema {
+	f := &simFleet{cp: cp, flowSchema: os.Getenv("BENCH_SCALE_NO_FLOWSCHEMA") != "1"}
+	if f.flowSchema {
 		applyFlowControl(b, cp, agentCfg)
 	}
-	createNodes(b, cp, c.n)
+	createNodes(b, cp, n)
 
-	ctrlArgs := []string{testbed.BuildPlainWarmer(b), "controller", "--kubeconfig", ctrlKubeconfig,
+	f.ctrlArgs = []string{testbed.BuildPlainWarmer(b), "controller", "--kubeconfig", ctrlKubeconfig,
 		"--leader-election-namespace", "default", "--metrics-bind-address", "0", "--health-probe-bind-address", "0"}
-	ctrlProc := testbed.StartProcess(b, "controller", ctrlArgs...)
+	f.ctrl = testbed.StartProcess(b, "controller", f.ctrlArgs...)
 	// A real agent has no client-side rate limit (see cmd/warmer): the
 	// server's priority and fairness is what holds back a fleet.
 	agentCfg.QPS, agentCfg.Burst = -1, 0
@@ -182,25 +195,34 @@ func runScale(b *testing.B, c scaleCase) {
 	// connections overflowed their streams into bursts of new
 	// connections (over 20,000 open files at once).
 	agentCfg.Dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
-	names := make([]string, c.n)
+	names := make([]string, n)
 	for i := range names {
 		names[i] = nodeName(i)
 	}
-	// BENCH_SCALE_NO_EVENTS=1: agents without events, an experiment to
-	// tell what events cost (docs/performance.md).
-	gauge := scale.NewPullGauge()
-	fleet, err := scale.Start(scale.Options{Config: agentCfg, Scheme: testbed.Scheme(), PullLatency: c.pullLatency(),
-		NoEvents: os.Getenv("BENCH_SCALE_NO_EVENTS") == "1", Gauge: gauge}, names)
+	opts.Config, opts.Scheme = agentCfg, testbed.Scheme()
+	agents, err := scale.Start(opts, names)
 	if err != nil {
 		b.Fatal(err)
 	}
+	f.agents = agents
 	b.Cleanup(func() {
-		if err := fleet.Stop(); err != nil {
+		if err := agents.Stop(); err != nil {
 			b.Logf("simulated agents: %v", err)
 		}
 	})
-	waitNodeWarms(b, cp, c.n)
+	waitNodeWarms(b, cp, n)
 	time.Sleep(3 * time.Second) // let start-up traffic settle out of the window
+	return f
+}
+
+func runScale(b *testing.B, c scaleCase) {
+	ctx := context.Background()
+	// BENCH_SCALE_NO_EVENTS=1: agents without events, an experiment to
+	// tell what events cost (docs/performance.md).
+	gauge := scale.NewPullGauge()
+	sim := startSimFleet(b, c.n, scale.Options{PullLatency: c.pullLatency(), NoEvents: os.Getenv("BENCH_SCALE_NO_EVENTS") == "1", Gauge: gauge})
+	cp, ctrlArgs, ctrlProc, fleet := sim.cp, sim.ctrlArgs, sim.ctrl, sim.agents
+	r := scaleResult{scaleCase: c, flowSchema: sim.flowSchema}
 
 	before := apiMetrics(b, cp.Config)
 	ctrlBefore, simBefore := readProc(b, ctrlProc.Pid()), readProc(b, os.Getpid())

@@ -40,13 +40,6 @@ func BenchmarkKubeletBesideWarm(b *testing.B) {
 	for i := range 10 {
 		warm = append(warm, over(reg.PushRandom(b, fmt.Sprintf("perf/warm%d:v1", i), testbed.ImageOptions{LayerSize: 24 * testbed.MB})))
 	}
-	remove := func(refs ...string) {
-		for _, r := range refs {
-			if _, err := cri.RemoveImage(context.Background(), &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: r}}); err != nil {
-				b.Fatalf("removing %s: %v", r, err)
-			}
-		}
-	}
 	podPull := func() time.Duration {
 		start := time.Now()
 		if _, err := cri.PullImage(context.Background(), &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: pod}}); err != nil {
@@ -54,43 +47,46 @@ func BenchmarkKubeletBesideWarm(b *testing.B) {
 		}
 		return time.Since(start)
 	}
+	runBesideWarm(b, besideWarm{cp: cp, bin: bin, node: node, ctd: ctd, pod: pod, warm: warm, podPull: podPull})
+}
 
+// besideWarm is one node on which BenchmarkKubeletBesideWarm's rounds
+// run: the pod's image and the ten warmed through one link, and how the
+// pod's pull is made and timed.
+type besideWarm struct {
+	cp        *testbed.ControlPlane
+	bin, node string
+	ctd       *testbed.Containerd
+	pod       string
+	warm      []string
+	podPull   func() time.Duration
+	// agentFlags are added to every agent's flags.
+	agentFlags []string
+}
+
+// runBesideWarm runs each mode once per round: idle (no agent), then an
+// agent in each --yield-to-kubelet mode warming the ten images, with the
+// pod's pull made once three warm pulls are under way. It reports each
+// mode's median and its ratio to idle.
+func runBesideWarm(b *testing.B, s besideWarm) {
+	cri := s.ctd.ImageService(b)
+	remove := func(refs ...string) {
+		for _, r := range refs {
+			if _, err := cri.RemoveImage(context.Background(), &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: r}}); err != nil {
+				b.Fatalf("removing %s: %v", r, err)
+			}
+		}
+	}
 	modes := []string{"idle", "off", "wait", "requeue"}
 	times := map[string][]time.Duration{}
 	for b.Loop() {
 		for _, mode := range modes {
-			remove(append([]string{pod}, warm...)...)
+			remove(append([]string{s.pod}, s.warm...)...)
 			if mode == "idle" {
-				times[mode] = append(times[mode], podPull())
+				times[mode] = append(times[mode], s.podPull())
 				continue
 			}
-			agent, metrics := startAgent(b, cp, bin, node, ctd, "--yield-to-kubelet="+mode)
-			iw := build.ImageWarm("default", "beside", build.Images(warm...))
-			if err := cp.Client.Create(context.Background(), iw); err != nil {
-				b.Fatal(err)
-			}
-			eventually(b, time.Minute, "three warm pulls under way", func() error {
-				s, err := tryScrape(metrics)
-				if err != nil {
-					return err
-				}
-				if n := sumSamples(s, "warmer_image_pulls_in_flight"); n < 3 {
-					return fmt.Errorf("%v in flight", n)
-				}
-				return nil
-			})
-			time.Sleep(time.Second)
-			times[mode] = append(times[mode], podPull())
-			if err := cp.Client.Delete(context.Background(), iw); err != nil {
-				b.Fatal(err)
-			}
-			eventually(b, time.Minute, "no warm pull under way", func() error {
-				if n := sumSamples(scrape(b, metrics), "warmer_image_pulls_in_flight"); n > 0 {
-					return fmt.Errorf("%v in flight", n)
-				}
-				return nil
-			})
-			agent.Stop()
+			times[mode] = append(times[mode], s.pullBesideAgent(b, mode))
 		}
 	}
 	idle := median(times["idle"])
@@ -100,4 +96,38 @@ func BenchmarkKubeletBesideWarm(b *testing.B) {
 		b.ReportMetric(m.Seconds()/idle.Seconds(), "pod-x-idle-"+mode)
 		b.Logf("%-8s pod pull %v (rounds %v), %.2fx idle", mode, m.Round(10*time.Millisecond), times[mode], m.Seconds()/idle.Seconds())
 	}
+}
+
+// pullBesideAgent starts an agent in mode, warms the ten images, times the
+// pod's pull once three warm pulls are under way, and stops the agent
+// once none is.
+func (s besideWarm) pullBesideAgent(b *testing.B, mode string) time.Duration {
+	agent, metrics := startAgent(b, s.cp, s.bin, s.node, s.ctd, append([]string{"--yield-to-kubelet=" + mode}, s.agentFlags...)...)
+	defer agent.Stop()
+	iw := build.ImageWarm("default", "beside", build.Images(s.warm...))
+	if err := s.cp.Client.Create(context.Background(), iw); err != nil {
+		b.Fatal(err)
+	}
+	eventually(b, time.Minute, "three warm pulls under way", func() error {
+		m, err := tryScrape(metrics)
+		if err != nil {
+			return err
+		}
+		if n := sumSamples(m, "warmer_image_pulls_in_flight"); n < 3 {
+			return fmt.Errorf("%v in flight", n)
+		}
+		return nil
+	})
+	time.Sleep(time.Second)
+	took := s.podPull()
+	if err := s.cp.Client.Delete(context.Background(), iw); err != nil {
+		b.Fatal(err)
+	}
+	eventually(b, time.Minute, "no warm pull under way", func() error {
+		if n := sumSamples(scrape(b, metrics), "warmer_image_pulls_in_flight"); n > 0 {
+			return fmt.Errorf("%v in flight", n)
+		}
+		return nil
+	})
+	return took
 }

@@ -36,6 +36,9 @@ type Options struct {
 	NoEvents bool
 	// Gauge, if set, counts every runtime's pulls in flight.
 	Gauge *PullGauge
+	// Missing, if set, says which references the registry does not have:
+	// their pulls fail as containerd's do, NotFound.
+	Missing func(ref string) bool
 }
 
 // Fleet is a set of running simulated agents.
@@ -99,7 +102,7 @@ func newAgent(opts Options, node string) (ctrl.Manager, *FakeRuntime, error) {
 		return nil, nil, err
 	}
 	rt := NewFakeRuntime(opts.PullLatency, 20<<20)
-	rt.Gauge = opts.Gauge
+	rt.Gauge, rt.Missing = opts.Gauge, opts.Missing
 	var rec recorder.EventRecorder
 	if !opts.NoEvents {
 		rec = mgr.GetEventRecorder("warmer-agent")

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/warmer-dev/warmer/pkg/imageref"
@@ -27,6 +29,9 @@ type FakeRuntime struct {
 	// Gauge, if set, counts this runtime's pulls in flight with the
 	// rest of the fleet's.
 	Gauge *PullGauge
+	// Missing, if set, says which references the registry does not
+	// have: their pulls take PullLatency, then fail NotFound.
+	Missing func(ref string) bool
 
 	mu        sync.Mutex
 	images    map[string]*runtimeapi.Image // by reference
@@ -76,6 +81,10 @@ func (f *FakeRuntime) PullImage(ctx context.Context, ref string, _ *runtimeapi.A
 	case <-ctx.Done():
 		return "", ctx.Err()
 	case <-t.C:
+	}
+	if f.Missing != nil && f.Missing(ref) {
+		// containerd's words for a tag the registry does not have.
+		return "", status.Errorf(codes.NotFound, "failed to pull and unpack image %q: failed to resolve reference %q: %s: not found", ref, ref, ref)
 	}
 	sum := sha256.Sum256([]byte(key))
 	digest := "sha256:" + hex.EncodeToString(sum[:])

@@ -48,6 +48,9 @@ var targets = []target{
 	// Waves: no more nodes pull one image at once than the rollout's
 	// maxPulling (issue 12).
 	{"BenchmarkScale/images=10/N=1000/maxPulling=100", "peak-pulling", 100},
+	// Failures fold per ImageWarm and node: Event objects grow with the
+	// nodes, not with nodes x images (issue 23).
+	{"BenchmarkFailingFleet/", "event-objects/node", 2},
 	// Status budgets (api/v1alpha1/limits.go): an ImageWarm of 100 images
 	// at any node count, and a NodeWarm's bytes per image.
 	{"BenchmarkImageWarmStatusSize/", "status-B", 8192},
