@@ -53,6 +53,7 @@ type agentFlags struct {
 	// bytesInterval and stallTimeout: pulls' bytes (content store).
 	bytesInterval, stallTimeout time.Duration
 	servedInterval              time.Duration
+	retryInterval               time.Duration
 	yield                       string
 	kubelet                     kubeletFlags
 	startupTaint                string
@@ -79,6 +80,7 @@ func (f *agentFlags) bind(fs *pflag.FlagSet) {
 	fs.IntVar(&f.statusBurst, "status-update-burst", 5, "Token bucket size of NodeWarm status writes.")
 	fs.DurationVar(&f.progressInterval, "status-progress-interval", 2*time.Second, "How long a change waits before it is written while pulls are under way (and the least time between two such writes); a settled result is written at once.")
 	fs.DurationVar(&f.bytesInterval, "pull-progress-interval", 30*time.Second, "Least time between two NodeWarm writes for which only the bytes of pulls under way moved (images[].progress, the Progress column); 0 writes bytes only along with other changes.")
+	fs.DurationVar(&f.retryInterval, "status-retry-interval", time.Minute, "Least time between two NodeWarm writes for which only retries of failing pulls moved (their attempts, a retry under way, the same failure again); a retry that succeeds or fails another way is written as any change; 0 writes each retry.")
 	fs.DurationVar(&f.servedInterval, "served-starts-interval", 10*time.Minute, "Least time between two NodeWarm writes for which only the counts of container starts served warm moved (servedStarts, per node and per ImageWarm): a day's tally, and each such write may cost a write of the ImageWarms it counts for, which every agent receives; 0 writes them only along with other changes.")
 	fs.DurationVar(&f.stallTimeout, "pull-stall-timeout", pullengine.DefaultStallTimeout, "Cancel a pull whose bytes have not moved for this long (a registry that holds the connection), with reason Stalled and the usual back-off; 0 never does. At least 10s. Needs containerd's content store (the NodeWarm's PullProgress condition says when it cannot be read).")
 	fs.StringVar(&f.yield, "yield-to-kubelet", string(pullengine.YieldWait), "What the agent does while the runtime pulls blobs none of its pulls fetches (the kubelet pulling a starting Pod's image): wait (start no warm pull until they are in), requeue (also pause the warm pulls under way and queue them again) or off. Needs containerd's content store.")
@@ -141,6 +143,8 @@ func (f *agentFlags) validateBytes() error {
 		return usagef("--pull-progress-interval must be 0 (off) or positive, got %v", f.bytesInterval)
 	case f.servedInterval < 0:
 		return usagef("--served-starts-interval must be 0 (off) or positive, got %v", f.servedInterval)
+	case f.retryInterval < 0:
+		return usagef("--status-retry-interval must be 0 (off) or positive, got %v", f.retryInterval)
 	}
 	switch pullengine.YieldMode(f.yield) {
 	case pullengine.YieldOff, pullengine.YieldWait, pullengine.YieldRequeue:
@@ -267,6 +271,7 @@ func setupAgent(ctx context.Context, mgr ctrl.Manager, cri *criclient.Client, f 
 		// Bytes alone are written at most this often.
 		PullProgressInterval: f.bytesInterval,
 		ServedInterval:       f.servedInterval,
+		RetryInterval:        f.retryInterval,
 		// An image the node keeps removing is pulled again no more often
 		// than a failing one.
 		EvictionBackOffInitial: f.backOffInitial,

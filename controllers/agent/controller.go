@@ -93,6 +93,10 @@ type NodeAgent struct {
 	// which only the counts of starts served warm moved; 0: such a change
 	// is not written alone.
 	ServedInterval time.Duration
+	// RetryInterval is the least time between two NodeWarm writes for
+	// which only retries of failing pulls moved (their attempts, the
+	// retry under way); 0 writes each retry's start and end.
+	RetryInterval time.Duration
 	// ContentUnable says why the engine cannot see the bytes of pulls (no
 	// content store); empty when it can.
 	ContentUnable string

@@ -84,8 +84,12 @@ func runFailing(b *testing.B, n int, window time.Duration) {
 	if err := sim.cp.Client.Get(ctx, types.NamespacedName{Namespace: "default", Name: "failing"}, &iw); err != nil {
 		b.Fatal(err)
 	}
-	if int(iw.Status.Nodes.Failed) != n {
-		b.Fatalf("after %v, %d of %d nodes report failures: %+v", window, iw.Status.Nodes.Failed, n, iw.Status.Nodes)
+	// Every node should report its failures within the window; one whose
+	// writes the API server could not take is counted, not fatal: that
+	// is what the run is for.
+	failing := int(iw.Status.Nodes.Failed)
+	if failing == 0 {
+		b.Fatalf("after %v no node reports a failure: %+v", window, iw.Status.Nodes)
 	}
 	objects, occurrences := imageWarmEvents(b, sim.cp, "failing")
 	writes := writesByResource(before, after)
@@ -95,9 +99,11 @@ func runFailing(b *testing.B, n int, window time.Duration) {
 	}
 	fmt.Printf("\nFailing fleet: %d simulated agents, one ImageWarm of %d images of which %d are missing, for %v\n",
 		n, failingImages, missingImages, window)
-	fmt.Printf("Event objects about it: %d (%.2f a node), %d occurrences; writes: events %.0f, nodewarms/status %.0f, imagewarms/status %.0f, all %.0f (%.0f a minute)\n\n",
-		objects, float64(objects)/float64(n), occurrences, writes["events"], writes["nodewarms/status"], writes["imagewarms/status"], total, total/minutes)
+	fmt.Printf("nodes reporting failures at the end: %d of %d; Event objects about it: %d (%.2f a node), %d occurrences; writes: events %.0f, nodewarms/status %.0f, imagewarms/status %.0f, all %.0f (%.0f a minute); 429 answers %.0f\n\n",
+		failing, n, objects, float64(objects)/float64(n), occurrences, writes["events"], writes["nodewarms/status"], writes["imagewarms/status"], total, total/minutes,
+		sumSamples(after, "apiserver_request_total", `code="429"`)-sumSamples(before, "apiserver_request_total", `code="429"`))
 	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(float64(failing), "nodes-failing")
 	b.ReportMetric(float64(objects), "event-objects")
 	b.ReportMetric(float64(objects)/float64(n), "event-objects/node")
 	b.ReportMetric(writes["events"]/minutes, "event-writes/min")

@@ -116,6 +116,7 @@ func newAgent(opts Options, node string) (ctrl.Manager, *FakeRuntime, error) {
 		ResyncPeriod:     time.Minute,
 		StatusLimiter:    flowcontrol.NewTokenBucketRateLimiter(0.5, 5),
 		ProgressInterval: 2 * time.Second,
+		RetryInterval:    time.Minute,
 	}
 	// The disk guard is off: the fake runtime's images take no disk, and
 	// the "/" it reports is this machine's shared disk, whose fill (past

@@ -41,6 +41,8 @@ type AgentSettings struct {
 	ExactBackOff bool
 	// ProgressInterval is --status-progress-interval.
 	ProgressInterval time.Duration
+	// RetryInterval is --status-retry-interval.
+	RetryInterval time.Duration
 	// DiskThresholdPercent is --image-fs-threshold-percent; 0 passes none
 	// (the agent's 80).
 	DiskThresholdPercent int
@@ -58,6 +60,9 @@ var DefaultAgent = AgentSettings{
 	BackOffInitial:   30 * time.Second,
 	BackOffMax:       60 * time.Second,
 	ProgressInterval: 500 * time.Millisecond,
+	// Retries are folded as the agent folds them, over a time the tests
+	// that wait for an image's attempts can afford.
+	RetryInterval: 5 * time.Second,
 	// The bed's image filesystems are folders on the machine's own disk,
 	// which builds and caches share and often fill past the agent's 80%:
 	// its fill says nothing about warmer, so the guard only trips on a
@@ -76,6 +81,7 @@ func (s AgentSettings) Flags() []string {
 		{"image-pull-backoff-initial", s.BackOffInitial},
 		{"image-pull-backoff-max", s.BackOffMax},
 		{"status-progress-interval", s.ProgressInterval},
+		{"status-retry-interval", s.RetryInterval},
 	})
 	if s.ExactBackOff {
 		out = append(out, "--image-pull-backoff-jitter=0")

@@ -43,6 +43,10 @@ type Pacing struct {
 	// Served is the least time between two writes for which only the
 	// counts of starts served warm moved; 0: never written alone.
 	Served time.Duration
+	// Retries is the least time between two writes for which only
+	// retries of failing pulls moved (see retriesAsWritten); 0: each is
+	// written like any change.
+	Retries time.Duration
 }
 
 // Due says whether st is to be written at now, or else how long to wait
@@ -55,7 +59,9 @@ type Pacing struct {
 // its pulls' bytes waits Bytes since the last write: the bytes move all
 // the time, and would otherwise cost a write every Interval. One that
 // differs only in its served counts waits Served likewise: a busy node
-// starts containers all day.
+// starts containers all day. One whose only news is retries of failing
+// pulls (and slow facts) waits Retries since the last write: images that
+// keep failing alike would otherwise cost a write at each retry.
 func (r *Report) Due(st warmv1.NodeWarmStatus, now time.Time, p Pacing) (time.Duration, bool) {
 	if r.written != nil && sameReport(*r.written, st) {
 		r.changedSince = time.Time{}
@@ -71,6 +77,16 @@ func (r *Report) Due(st warmv1.NodeWarmStatus, now time.Time, p Pacing) (time.Du
 			return wait, false
 		}
 		return 0, true
+	}
+	if r.written != nil && p.Retries > 0 {
+		if folded, ok := retriesAsWritten(*r.written, st); ok &&
+			sameReport(withoutServed(withoutProgress(*r.written)), withoutServed(withoutProgress(folded))) {
+			r.changedSince = time.Time{}
+			if wait := r.writtenAt.Add(p.Retries).Sub(now); wait > 0 {
+				return wait, false
+			}
+			return 0, true
+		}
 	}
 	interval := p.Interval
 	if r.changedSince.IsZero() {

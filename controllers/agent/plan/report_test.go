@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 )
 
@@ -119,6 +121,55 @@ func TestReportDueServed(t *testing.T) {
 		wait, due := r.Due(s.st, t0.Add(s.at), s.pace)
 		if due != s.due || wait != s.wait {
 			t.Errorf("%s: Due = %v, %v; want %v, %v", s.name, wait, due, s.wait, s.due)
+		}
+	}
+}
+
+// TestReportDueRetries: an image written as failing (BackOff) whose retry
+// starts, runs or fails alike is not news: such a status waits Retries
+// from the last write, every retry folded into it. A retry that succeeds,
+// or fails for another reason, is written as any change; with Retries 0
+// every retry is.
+func TestReportDueRetries(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(d time.Duration) *metav1.Time { return &metav1.Time{Time: t0.Add(d)} }
+	img := func(state warmv1.ImageState, reason string, attempts int32, since time.Duration) warmv1.NodeImage {
+		i := warmv1.NodeImage{Image: "r.io/a:v1", State: state, Reason: reason, Attempts: attempts, LastTransitionTime: at(since)}
+		if reason != "" {
+			i.Message = reason + " from the registry"
+		}
+		if state == warmv1.ImagePresent {
+			i.LastTransitionTime = nil
+		}
+		return i
+	}
+	status := func(a warmv1.NodeImage) warmv1.NodeWarmStatus {
+		st := warmv1.NodeWarmStatus{Images: []warmv1.NodeImage{a, {Image: "r.io/b:v1", State: warmv1.ImagePresent}}}
+		count(&st)
+		return st
+	}
+	failing := status(img(warmv1.ImageBackOff, "NotFound", 1, 0))
+	pacing := Pacing{Interval: 2 * time.Second, Bytes: 30 * time.Second, Retries: time.Minute}
+	for _, c := range []struct {
+		name   string
+		at     time.Duration
+		status warmv1.NodeWarmStatus
+		pacing Pacing
+		due    bool
+		wait   time.Duration
+	}{
+		{"the retry queued", 10 * time.Second, status(img(warmv1.ImageQueued, "", 1, 10*time.Second)), pacing, false, 50 * time.Second},
+		{"the retry under way", 11 * time.Second, status(img(warmv1.ImagePulling, "", 1, 11*time.Second)), pacing, false, 49 * time.Second},
+		{"the retry failed alike", 12 * time.Second, status(img(warmv1.ImageBackOff, "NotFound", 2, 12*time.Second)), pacing, false, 48 * time.Second},
+		{"a minute after the write", 61 * time.Second, status(img(warmv1.ImageBackOff, "NotFound", 3, 50*time.Second)), pacing, true, 0},
+		{"the retry succeeded", 12 * time.Second, status(img(warmv1.ImagePresent, "", 0, 0)), pacing, true, 0},
+		{"the retry failed another way", 12 * time.Second, status(img(warmv1.ImageBackOff, "Unauthorized", 2, 12*time.Second)), pacing, true, 0},
+		{"no folding", 12 * time.Second, status(img(warmv1.ImageBackOff, "NotFound", 2, 12*time.Second)), Pacing{Interval: 2 * time.Second}, true, 0},
+	} {
+		var r Report
+		r.Wrote(failing, t0)
+		if wait, due := r.Due(c.status, t0.Add(c.at), c.pacing); due != c.due || wait != c.wait {
+			t.Errorf("%s: Due = %v, %v; want %v, %v", c.name, wait, due, c.wait, c.due)
 		}
 	}
 }
