@@ -8,7 +8,7 @@ import (
 
 func TestAgentSettingsFlags(t *testing.T) {
 	want := []string{"--resync-period=3s", "--image-pull-backoff-initial=30s", "--image-pull-backoff-max=1m0s",
-		"--status-progress-interval=500ms", "--image-fs-threshold-percent=99", "--zap-log-level=debug"}
+		"--status-progress-interval=500ms", "--status-retry-interval=5s", "--image-fs-threshold-percent=99", "--zap-log-level=debug"}
 	if got := DefaultAgent.Flags(); !slices.Equal(got, want) {
 		t.Errorf("DefaultAgent.Flags() = %q, want %q", got, want)
 	}
