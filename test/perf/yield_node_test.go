@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,7 +39,41 @@ func BenchmarkRealKubeletBesideWarm(b *testing.B) {
 	const pod = "ghcr.io/perf/pod:v1"
 	runBesideWarm(b, besideWarm{cp: n.ControlPlane, bin: testbed.BuildPlainWarmer(b), node: n.Name, ctd: n.Containerd,
 		pod: pod, warm: warm, podPull: func() time.Duration { return kubeletPull(b, n, pod) },
-		agentFlags: []string{"--kubelet-address="}})
+		agentFlags: []string{"--kubelet-address="}, remove: func(refs ...string) { removeSync(b, n.Containerd, refs) }})
+}
+
+// removeSync removes every name of the images refs name from containerd's
+// k8s.io namespace (their tags, digests and IDs) and waits for its garbage
+// collection: containerd 2.x's CRI RemoveImage leaves the layers to a
+// later collection, and a pull that finds them there takes milliseconds.
+func removeSync(b *testing.B, ctd *testbed.Containerd, refs []string) {
+	b.Helper()
+	out, err := ctd.Ctr("-n", "k8s.io", "images", "ls")
+	if err != nil {
+		b.Fatal(err)
+	}
+	byDigest := map[string][]string{}
+	targets := map[string]bool{}
+	for _, line := range strings.Split(out, "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 3 {
+			continue
+		}
+		byDigest[f[2]] = append(byDigest[f[2]], f[0])
+		if slices.Contains(refs, f[0]) {
+			targets[f[2]] = true
+		}
+	}
+	var names []string
+	for d := range targets {
+		names = append(names, byDigest[d]...)
+	}
+	if len(names) == 0 {
+		return
+	}
+	if _, err := ctd.Ctr(append([]string{"-n", "k8s.io", "images", "rm", "--sync"}, names...)...); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // pulledIn reads the kubelet's own time for a pull from its Pulled event.

@@ -62,6 +62,9 @@ type besideWarm struct {
 	podPull   func() time.Duration
 	// agentFlags are added to every agent's flags.
 	agentFlags []string
+	// remove removes images from the node, their layers too; nil: CRI
+	// RemoveImage (which on the bed's containerd 1.6 deletes at once).
+	remove func(refs ...string)
 }
 
 // runBesideWarm runs each mode once per round: idle (no agent), then an
@@ -69,11 +72,14 @@ type besideWarm struct {
 // pod's pull made once three warm pulls are under way. It reports each
 // mode's median and its ratio to idle.
 func runBesideWarm(b *testing.B, s besideWarm) {
-	cri := s.ctd.ImageService(b)
-	remove := func(refs ...string) {
-		for _, r := range refs {
-			if _, err := cri.RemoveImage(context.Background(), &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: r}}); err != nil {
-				b.Fatalf("removing %s: %v", r, err)
+	remove := s.remove
+	if remove == nil {
+		cri := s.ctd.ImageService(b)
+		remove = func(refs ...string) {
+			for _, r := range refs {
+				if _, err := cri.RemoveImage(context.Background(), &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: r}}); err != nil {
+					b.Fatalf("removing %s: %v", r, err)
+				}
 			}
 		}
 	}
