@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"regexp"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -30,50 +28,24 @@ func BenchmarkRealKubeletBesideWarm(b *testing.B) {
 	reg := testbed.StartRegistry(b, testbed.RegistryOptions{Name: "yieldnode"})
 	link := faults.StartLinkProxy(b, reg.Host, linkRate)
 	n := testbed.StartNode(b, testbed.NodeOptions{Mirrors: map[string]string{"ghcr.io": link.Host}})
-	reg.PushRandom(b, "perf/pod:v1", testbed.ImageOptions{LayerSize: 96 * testbed.MB})
-	var warm []string
-	for i := range 10 {
-		reg.PushRandom(b, fmt.Sprintf("perf/warm%d:v1", i), testbed.ImageOptions{LayerSize: 24 * testbed.MB})
-		warm = append(warm, fmt.Sprintf("ghcr.io/perf/warm%d:v1", i))
-	}
-	const pod = "ghcr.io/perf/pod:v1"
-	runBesideWarm(b, besideWarm{cp: n.ControlPlane, bin: testbed.BuildPlainWarmer(b), node: n.Name, ctd: n.Containerd,
-		pod: pod, warm: warm, podPull: func() time.Duration { return kubeletPull(b, n, pod) },
-		agentFlags: []string{"--kubelet-address="}, remove: func(refs ...string) { removeSync(b, n.Containerd, refs) }})
-}
-
-// removeSync removes every name of the images refs name from containerd's
-// k8s.io namespace (their tags, digests and IDs) and waits for its garbage
-// collection: containerd 2.x's CRI RemoveImage leaves the layers to a
-// later collection, and a pull that finds them there takes milliseconds.
-func removeSync(b *testing.B, ctd *testbed.Containerd, refs []string) {
-	b.Helper()
-	out, err := ctd.Ctr("-n", "k8s.io", "images", "ls")
-	if err != nil {
-		b.Fatal(err)
-	}
-	byDigest := map[string][]string{}
-	targets := map[string]bool{}
-	for _, line := range strings.Split(out, "\n")[1:] {
-		f := strings.Fields(line)
-		if len(f) < 3 {
-			continue
+	round := 0
+	// Every mode of every round pulls images never pulled before: an image
+	// containerd 2.x's CRI removed leaves its layers to a later garbage
+	// collection, and a pull that found them took 20 ms.
+	fresh := func() (string, []string) {
+		round++
+		reg.PushRandom(b, fmt.Sprintf("perf/pod%d:v1", round), testbed.ImageOptions{LayerSize: 96 * testbed.MB})
+		var warm []string
+		for i := range 10 {
+			reg.PushRandom(b, fmt.Sprintf("perf/warm%d-%d:v1", round, i), testbed.ImageOptions{LayerSize: 24 * testbed.MB})
+			warm = append(warm, fmt.Sprintf("ghcr.io/perf/warm%d-%d:v1", round, i))
 		}
-		byDigest[f[2]] = append(byDigest[f[2]], f[0])
-		if slices.Contains(refs, f[0]) {
-			targets[f[2]] = true
-		}
+		return fmt.Sprintf("ghcr.io/perf/pod%d:v1", round), warm
 	}
-	var names []string
-	for d := range targets {
-		names = append(names, byDigest[d]...)
-	}
-	if len(names) == 0 {
-		return
-	}
-	if _, err := ctd.Ctr(append([]string{"-n", "k8s.io", "images", "rm", "--sync"}, names...)...); err != nil {
-		b.Fatal(err)
-	}
+	s := &besideWarm{cp: n.ControlPlane, bin: testbed.BuildPlainWarmer(b), node: n.Name, ctd: n.Containerd,
+		agentFlags: []string{"--kubelet-address="}, fresh: fresh}
+	s.podPull = func() time.Duration { return kubeletPull(b, n, s.pod) }
+	runBesideWarm(b, s)
 }
 
 // pulledIn reads the kubelet's own time for a pull from its Pulled event.

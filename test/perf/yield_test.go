@@ -47,7 +47,7 @@ func BenchmarkKubeletBesideWarm(b *testing.B) {
 		}
 		return time.Since(start)
 	}
-	runBesideWarm(b, besideWarm{cp: cp, bin: bin, node: node, ctd: ctd, pod: pod, warm: warm, podPull: podPull})
+	runBesideWarm(b, &besideWarm{cp: cp, bin: bin, node: node, ctd: ctd, pod: pod, warm: warm, podPull: podPull})
 }
 
 // besideWarm is one node on which BenchmarkKubeletBesideWarm's rounds
@@ -62,24 +62,23 @@ type besideWarm struct {
 	podPull   func() time.Duration
 	// agentFlags are added to every agent's flags.
 	agentFlags []string
-	// remove removes images from the node, their layers too; nil: CRI
-	// RemoveImage (which on the bed's containerd 1.6 deletes at once).
-	remove func(refs ...string)
+	// fresh, if set, gives new images (the pod's and the ten) for each
+	// mode: on the real node's containerd 2.x an image removed leaves
+	// layers behind that the next pull of it finds, so each pull gets
+	// images never pulled before.
+	fresh func() (pod string, warm []string)
 }
 
 // runBesideWarm runs each mode once per round: idle (no agent), then an
 // agent in each --yield-to-kubelet mode warming the ten images, with the
 // pod's pull made once three warm pulls are under way. It reports each
 // mode's median and its ratio to idle.
-func runBesideWarm(b *testing.B, s besideWarm) {
-	remove := s.remove
-	if remove == nil {
-		cri := s.ctd.ImageService(b)
-		remove = func(refs ...string) {
-			for _, r := range refs {
-				if _, err := cri.RemoveImage(context.Background(), &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: r}}); err != nil {
-					b.Fatalf("removing %s: %v", r, err)
-				}
+func runBesideWarm(b *testing.B, s *besideWarm) {
+	cri := s.ctd.ImageService(b)
+	remove := func(refs ...string) {
+		for _, r := range refs {
+			if _, err := cri.RemoveImage(context.Background(), &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: r}}); err != nil {
+				b.Fatalf("removing %s: %v", r, err)
 			}
 		}
 	}
@@ -87,6 +86,9 @@ func runBesideWarm(b *testing.B, s besideWarm) {
 	times := map[string][]time.Duration{}
 	for b.Loop() {
 		for _, mode := range modes {
+			if s.fresh != nil {
+				s.pod, s.warm = s.fresh()
+			}
 			remove(append([]string{s.pod}, s.warm...)...)
 			if mode == "idle" {
 				times[mode] = append(times[mode], s.podPull())
@@ -107,7 +109,7 @@ func runBesideWarm(b *testing.B, s besideWarm) {
 // pullBesideAgent starts an agent in mode, warms the ten images, times the
 // pod's pull once three warm pulls are under way, and stops the agent
 // once none is.
-func (s besideWarm) pullBesideAgent(b *testing.B, mode string) time.Duration {
+func (s *besideWarm) pullBesideAgent(b *testing.B, mode string) time.Duration {
 	agent, metrics := startAgent(b, s.cp, s.bin, s.node, s.ctd, append([]string{"--yield-to-kubelet=" + mode}, s.agentFlags...)...)
 	defer agent.Stop()
 	iw := build.ImageWarm("default", "beside", build.Images(s.warm...))
