@@ -91,7 +91,7 @@ func kubeletPull(b *testing.B, n *testbed.RealNode, image string) time.Duration 
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("still there: %v", err)
+		return fmt.Errorf("still there: %w", err)
 	})
 	return took
 }
