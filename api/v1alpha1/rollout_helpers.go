@@ -40,11 +40,18 @@ func RolloutAdmits(iw *ImageWarm, b *RolloutBound, node string) bool {
 // caught up with the spec, and no node is admitted. The bound of one spec
 // only ever rises, so the higher of two is the newer.
 func CurrentBound(iw *ImageWarm, b *RolloutBound) (bound int64, ok bool) {
-	resolved := iw.ResolvedHash()
-	if r := iw.Status.Rollout; r != nil && r.Generation == iw.Generation && r.Resolved == resolved {
+	return BoundFor(iw.UID, iw.Generation, iw.ResolvedHash(), iw.Status.Rollout, b)
+}
+
+// BoundFor is the bound of the rollout of the ImageWarm with uid for the
+// spec of generation and resolved hash: the higher of r's and b's, each
+// counted only when written for that spec, and b only for uid; ok is false
+// when neither is.
+func BoundFor(uid types.UID, generation int64, resolved string, r *RolloutStatus, b *RolloutBound) (bound int64, ok bool) {
+	if r != nil && r.Generation == generation && r.Resolved == resolved {
 		bound, ok = r.AdmittedBelow, true
 	}
-	if b != nil && types.UID(b.Spec.ImageWarmUID) == iw.UID && b.Spec.Generation == iw.Generation && b.Spec.Resolved == resolved {
+	if b != nil && types.UID(b.Spec.ImageWarmUID) == uid && b.Spec.Generation == generation && b.Spec.Resolved == resolved {
 		bound, ok = max(bound, b.Spec.AdmittedBelow), true
 	}
 	return bound, ok

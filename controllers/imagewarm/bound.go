@@ -79,13 +79,7 @@ func (r *Reconciler) publishBound(ctx context.Context, iw *warmv1.ImageWarm, b *
 // seenBound is the bound the agents see for want's spec: the higher of
 // b's, when written for iw and that spec, and onServer's.
 func seenBound(iw *warmv1.ImageWarm, b *warmv1.RolloutBound, onServer *warmv1.ImageWarmStatus, want *warmv1.RolloutStatus) int64 {
-	var seen int64
-	if r := onServer.Rollout; r != nil && r.Generation == want.Generation && r.Resolved == want.Resolved {
-		seen = r.AdmittedBelow
-	}
-	if b != nil && b.Spec.ImageWarmUID == string(iw.UID) && b.Spec.Generation == want.Generation && b.Spec.Resolved == want.Resolved {
-		seen = max(seen, b.Spec.AdmittedBelow)
-	}
+	seen, _ := warmv1.BoundFor(iw.UID, want.Generation, want.Resolved, onServer.Rollout, b)
 	return seen
 }
 
