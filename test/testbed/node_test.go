@@ -13,6 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/warmer-dev/warmer/test/testbed/hostcheck"
 )
 
 const nodeChildEnv = "WARMER_TESTBED_NODE_STATE"
@@ -28,7 +30,14 @@ type nodeState struct {
 	// Shims are containerd's shim processes, outside every process group
 	// the test bed started.
 	Shims []int
+	// Preset are sysctls the child moved off the kubelet's values before
+	// its node started, with the values to write back once the guard is
+	// checked.
+	Preset map[string]string
 }
+
+// kubeletPanic is the value the kubelet gives kernel/panic.
+const kubeletPanic = "10"
 
 // TestRealNodeNoTraceWhenKilled kills, with SIGKILL, a test binary running
 // a real node with a pod, and checks that the guard undoes everything: no
@@ -73,6 +82,7 @@ func TestRealNodeNoTraceWhenKilled(t *testing.T) {
 			t.Fatalf("the child never reported its node; log:\n%s", tailFile(logPath, 40))
 		}
 	}
+	t.Cleanup(func() { writeSysctls(t, s.Preset) })
 	if len(s.Changed) == 0 || len(s.Mounts) == 0 || len(s.Shims) == 0 {
 		t.Fatalf("the child's node changed too little to test the guard: %+v", s)
 	}
@@ -95,6 +105,7 @@ func TestRealNodeNoTraceWhenKilled(t *testing.T) {
 // nodeChild starts a node with a running pod, reports it and waits to be
 // killed.
 func nodeChild(t *testing.T, path string) {
+	preset := presetKubeletPanic(t)
 	n := StartNode(t, NodeOptions{Name: "killed-node"})
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "sleeper", Namespace: "default"},
@@ -118,7 +129,7 @@ func nodeChild(t *testing.T, path string) {
 		}
 		return nil
 	})
-	s := nodeState{Traces: n.Traces(), Shims: ProcsMentioning(n.Containerd.Socket)}
+	s := nodeState{Traces: n.Traces(), Shims: ProcsMentioning(n.Containerd.Socket), Preset: preset}
 	now, _ := ReadSysctls(KubeletSysctls)
 	for k, v := range s.Traces.Sysctls {
 		if now[k] != v {
@@ -135,6 +146,35 @@ func nodeChild(t *testing.T, path string) {
 	}
 	_ = os.Rename(path+".tmp", path)
 	select {} // until killed
+}
+
+// presetKubeletPanic makes sure the kubelet has a sysctl to change: a host
+// that already has its values (left, say, by a guard killed together with
+// its test binary) would leave the guard's write-back untested. Holding
+// the node lock, it moves kernel/panic off the kubelet's value and returns
+// what to write back after the test.
+func presetKubeletPanic(t *testing.T) map[string]string {
+	if err := hostcheck.GuardLock(nodeLock); err != nil {
+		t.Fatalf("waiting for the machine's real node: %v", err)
+	}
+	now, err := ReadSysctls([]string{"kernel/panic"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now["kernel/panic"] != kubeletPanic {
+		return nil
+	}
+	writeSysctls(t, map[string]string{"kernel/panic": "0"})
+	return now
+}
+
+// writeSysctls writes values below /proc/sys.
+func writeSysctls(t *testing.T, values map[string]string) {
+	for k, v := range values {
+		if err := os.WriteFile(filepath.Join("/proc/sys", k), []byte(v+"\n"), 0o644); err != nil {
+			t.Errorf("writing sysctl %s=%s: %v", k, v, err)
+		}
+	}
 }
 
 type phaseError struct{ phase corev1.PodPhase }

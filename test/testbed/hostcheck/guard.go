@@ -35,14 +35,15 @@ import (
 //	links DIR PREFIX        remove the symbolic links in DIR that point below PREFIX
 //	rmdir PATH              remove PATH if it is empty (last of all)
 //	lock PATH               take an exclusive lock on PATH, held until the guard
-//	                        ends; answers "locked" (or "timeout") on stdout
+//	                        ends; answers "locked" (or "timeout") on stdout, at
+//	                        once when it already holds it
 //
 // The lock is how real nodes in different test binaries take turns: the
 // host's sysctls are saved by one and must not be saved again, half
 // changed, by another before the first guard has written them back.
 const guardScript = `
 trap '' INT TERM HUP
-pgs=" "; dirs=""; procs=""; cgroups=""; sysctls=""; addrs=""; links=""; rmdirs=""
+pgs=" "; locked=""; dirs=""; procs=""; cgroups=""; sysctls=""; addrs=""; links=""; rmdirs=""
 while read -r kind arg; do
 	case "$kind" in
 	pg) pgs="$pgs$arg " ;;
@@ -58,8 +59,9 @@ while read -r kind arg; do
 " ;;
 	rmdir) rmdirs="$rmdirs $arg" ;;
 	lock)
+		if [ "$locked" = "$arg" ]; then echo locked; continue; fi
 		exec 9>>"$arg"
-		if flock -w 1200 9; then echo locked; else echo timeout; fi ;;
+		if flock -w 1200 9; then locked=$arg; echo locked; else echo timeout; fi ;;
 	esac
 done
 for p in $pgs; do kill -KILL "-$p" 2>/dev/null; done
