@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"os/exec"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -269,7 +272,7 @@ func startReconciler(t *testing.T, cp *testbed.ControlPlane, r *Reconciler) {
 	t.Helper()
 	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{
 		Scheme: testbed.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Logger: logr.Discard(), Cache: CacheOptions(r.WatchedKinds),
+		Logger: failureLog(t), Cache: CacheOptions(r.WatchedKinds),
 		// Other suites in this package register controllers too.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
@@ -280,6 +283,33 @@ func startReconciler(t *testing.T, cp *testbed.ControlPlane, r *Reconciler) {
 		t.Fatal(err)
 	}
 	testbed.RunManager(t, mgr)
+}
+
+// failureLog is a logger (verbosity 2) that keeps the manager's last lines
+// and prints them if t fails: a status that never came is then told from
+// a reconcile that failed or a write that kept waiting.
+func failureLog(t *testing.T) logr.Logger {
+	const keep = 80
+	var (
+		mu    sync.Mutex
+		lines []string
+	)
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		t.Logf("the manager's last %d log lines:\n%s", len(lines), strings.Join(lines, "\n"))
+	})
+	return funcr.New(func(prefix, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, time.Now().Format("15:04:05.000")+" "+prefix+" "+args)
+		if len(lines) > keep {
+			lines = lines[len(lines)-keep:]
+		}
+	}, funcr.Options{Verbosity: 2})
 }
 
 // iwEnv drives one ImageWarm and the reports on it.

@@ -34,6 +34,8 @@ func (r *Reconciler) writeStatus(ctx context.Context, iw *warmv1.ImageWarm, stat
 	key := client.ObjectKeyFromObject(iw)
 	if wait := r.pacer.writeWait(key, &iw.Status, &status); wait > 0 {
 		imageWarmStatusWrites.WithLabelValues(statusDeferred).Inc()
+		log.FromContext(ctx).V(2).Info("ImageWarm status write waits its turn", "wait", wait,
+			"matching", status.Nodes.Matching, "notReporting", status.Nodes.NotReporting)
 		return ctrl.Result{RequeueAfter: wait}, false, nil
 	}
 	iw = iw.DeepCopy()
