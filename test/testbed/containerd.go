@@ -89,11 +89,18 @@ func StartContainerd(t TB, node string, opts ...ContainerdOption) *Containerd {
 // Start (re)starts containerd and waits for its CRI to answer.
 func (c *Containerd) Start() {
 	c.t.Helper()
+	c.start(c.t)
+}
+
+// start is Start, failing t when containerd does not answer; the
+// process is stopped by the cleanup StartContainerd registered.
+func (c *Containerd) start(t TB) {
+	t.Helper()
 	bin, env := c.binary()
 	// Temp mounts made while unpacking layers land in TMPDIR: keep them
 	// inside Dir so cleanup finds them even after a kill.
 	env = append(env, "TMPDIR="+filepath.Join(c.Dir, "tmp"))
-	c.proc = startCRIRuntime(c.t, "containerd "+c.Name, filepath.Join(c.Dir, "containerd.log"), env, "unix://"+c.Socket,
+	c.proc = startCRIRuntime(t, "containerd "+c.Name, filepath.Join(c.Dir, "containerd.log"), env, "unix://"+c.Socket,
 		bin, "--config", filepath.Join(c.Dir, "config.toml"))
 }
 

@@ -74,8 +74,10 @@ type RealNode struct {
 	certs   kubeletClientCerts
 	serving servingCA
 	kubelet *process
-	assets  string
-	before  Traces
+	// kubeletArgs are the kubelet's flags, for a restart.
+	kubeletArgs []string
+	assets      string
+	before      Traces
 }
 
 // StartNode brings up a one-node cluster and waits until the Node is Ready

@@ -101,7 +101,8 @@ func (n *RealNode) startKubelet(t TB, assets string, opts NodeOptions) {
 		"--hostname-override=" + n.Name,
 		"--node-ip=" + n.IP,
 	}
-	n.kubelet = n.startComponent(t, assets, "kubelet", append(args, opts.KubeletFlags...)...)
+	n.kubeletArgs = append(args, opts.KubeletFlags...)
+	n.kubelet = n.startComponent(t, assets, "kubelet", n.kubeletArgs...)
 }
 
 // mergeKubeletConfig sets the top-level fields of extra over the YAML base.
