@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -131,6 +132,9 @@ type NodeAgent struct {
 	// the engine's reports waiting for one.
 	trigger chan event.GenericEvent
 	inbox   inbox
+	// passMu keeps the last pass (stop.go) from running beside a
+	// controller's pass still under way as the manager stops.
+	passMu sync.Mutex
 	// carry is everything one pass leaves for the next.
 	carry carried
 }
@@ -138,7 +142,7 @@ type NodeAgent struct {
 // carried is all the agent keeps from one pass to the next; everything
 // else a pass builds, it drops. Passes run one at a time: the controller
 // has one worker (controller-runtime's default, which SetupWithManager
-// keeps), so nothing here is locked. Only the inbox, which the engine's
+// keeps), and passMu holds the last one apart. Only the inbox, which the engine's
 // goroutines write, has a lock of its own.
 type carried struct {
 	// plan is the planner's memory (images, secret problems, warm tallies).
@@ -179,6 +183,9 @@ func (a *NodeAgent) init() {
 // be limited to those (AgentCacheOptions).
 func (a *NodeAgent) SetupWithManager(mgr ctrl.Manager) error {
 	a.init()
+	if err := mgr.Add(lastReport{a: a}); err != nil {
+		return err
+	}
 	toNode := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []ctrl.Request {
 		return []ctrl.Request{{NamespacedName: types.NamespacedName{Name: a.NodeName}}}
 	})
@@ -303,6 +310,8 @@ var deletedOnly = predicate.Funcs{
 // Reconcile makes one pass: gather, plan, apply.
 func (a *NodeAgent) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
 	a.init()
+	a.passMu.Lock()
+	defer a.passMu.Unlock()
 	node, err := a.node(ctx)
 	if apierrors.IsNotFound(err) {
 		// Deleted, or not registered yet: its creation brings a pass.

@@ -14,6 +14,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/faults"
 	"github.com/warmer-dev/warmer/test/testbed/hostcheck"
 )
 
@@ -26,12 +27,17 @@ const mirrored = "ghcr.io"
 // plugin authorises (credplugin_test.go).
 const cloudMirrored = "quay.io"
 
+// slowMirrored is a public registry whose pulls the node serves from reg
+// through slow, a fault proxy the fault tests slow down (faults_test.go).
+const slowMirrored = "gcr.io"
+
 var (
 	node *testbed.RealNode
 	reg  *testbed.Registry
 	// authReg takes only authReg.Username() with authPassword.
 	authReg      *testbed.Registry
 	authPassword string
+	slow         *faults.FaultProxy
 )
 
 func TestMain(m *testing.M) {
@@ -44,8 +50,9 @@ func TestMain(m *testing.M) {
 		reg = testbed.StartRegistry(tb, testbed.RegistryOptions{Name: "cluster"})
 		authPassword = hostcheck.RandomPassword(tb)
 		authReg = testbed.StartRegistry(tb, testbed.RegistryOptions{Name: "cluster-auth", Username: "robot", Password: authPassword})
+		slow = faults.StartFaultProxy(tb, reg.Host)
 		node = testbed.StartNode(tb, testbed.NodeOptions{Mirrors: map[string]string{
-			mirrored: reg.Host, "docker.io": reg.Host, cloudMirrored: authReg.Host}})
+			mirrored: reg.Host, "docker.io": reg.Host, cloudMirrored: authReg.Host, slowMirrored: slow.Host}})
 		traces = node.Traces()
 	}) {
 		os.Exit(1)
