@@ -166,6 +166,7 @@ func strikeMidWarm(t *testing.T, c faultCase, fault func(t *testing.T)) *struck 
 	fault(t)
 	over := time.Now()
 	agentBack := agentReadySince(t, old, c.newAgent)
+	reportedAll := waitNodeWarmPresent(t, s.refs)
 	ready := waitWarmReady(t, client.ObjectKeyFromObject(iw))
 	// A new connection: the old one may wait out gRPC's back-off after a
 	// runtime restart.
@@ -187,13 +188,12 @@ func strikeMidWarm(t *testing.T, c faultCase, fault func(t *testing.T)) *struck 
 			t.Errorf("%s was present when the fault struck (reported: %v) and was pulled again %d times", ref, reported[ref], again[ref])
 		}
 	}
-	checkNodeWarmAfter(t, s.refs)
 	agentSaid := "the agent stayed Ready"
 	if agentBack.After(start) {
 		agentSaid = fmt.Sprintf("the agent Ready again %.1fs after it ended", agentBack.Sub(over).Seconds())
 	}
-	t.Logf("recovery: %s: fault lasted %.1fs with %d of %d images present (%d reported); %s; ImageWarm Ready %.1fs after it ended; CRI pulls of its images after it struck: %d, for the %d images in flight and %d checks of present images not reported (by image: %v)",
-		name, over.Sub(start).Seconds(), len(present), len(s.refs), nReported, agentSaid, ready.Sub(over).Seconds(),
+	t.Logf("recovery: %s: fault lasted %.1fs with %d of %d images present (%d reported); %s; the NodeWarm reported every image Present %.1fs and the ImageWarm was Ready %.1fs after it ended; CRI pulls of its images after it struck: %d, for the %d images in flight and %d checks of present images not reported (by image: %v)",
+		name, over.Sub(start).Seconds(), len(present), len(s.refs), nReported, agentSaid, reportedAll.Sub(over).Seconds(), ready.Sub(over).Seconds(),
 		sumCounts(again), faultImages-len(present), checked, again)
 	return s
 }
@@ -343,11 +343,12 @@ func checkSameAgent(t *testing.T, before *corev1.Pod) {
 	}
 }
 
-// checkNodeWarmAfter checks the node's report once a fault is over: the
-// runtime answers, and each of refs is Present.
-func checkNodeWarmAfter(t *testing.T, refs []string) {
+// waitNodeWarmPresent waits for the node's report to say, once a fault is
+// over, that the runtime answers and each of refs is Present, and returns
+// when the test saw it so.
+func waitNodeWarmPresent(t *testing.T, refs []string) time.Time {
 	t.Helper()
-	poll(t, time.Minute, "the NodeWarm agreeing", func() error {
+	poll(t, 3*time.Minute, "the NodeWarm reporting every image Present", func() error {
 		var nw warmv1.NodeWarm
 		if err := node.Client.Get(context.Background(), client.ObjectKey{Name: node.Name}, &nw); err != nil {
 			return err
@@ -363,6 +364,7 @@ func checkNodeWarmAfter(t *testing.T, refs []string) {
 		}
 		return nil
 	})
+	return time.Now()
 }
 
 // checkNoStartupTaint checks that a reboot left the Node without warmer's
