@@ -135,14 +135,20 @@ func runController(args []string, help io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
+	lock, err := leaderLock(cfg, &f)
+	if err != nil {
+		return fmt.Errorf("making the leader election lock: %w", err)
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme(),
 		Metrics:                 metricsserver.Options{BindAddress: f.metricsAddr},
 		HealthProbeBindAddress:  f.probeAddr,
 		PprofBindAddress:        f.pprofAddr,
 		LeaderElection:          f.leaderElect,
-		LeaderElectionID:        "warmer-controller.warmer.dev",
+		LeaderElectionID:        leaderElectionID,
 		LeaderElectionNamespace: f.leaderNamespace,
+		// Under the Pod's name when it has one (leader.go).
+		LeaderElectionResourceLockInterface: lock,
 		// A successor takes over without waiting out the lease.
 		LeaderElectionReleaseOnCancel: true,
 		LeaseDuration:                 ptr(f.lease.duration),

@@ -42,6 +42,9 @@ const (
 	// sends it at: about 6 s a pull.
 	faultLayer = 3 * testbed.MB
 	faultRate  = 512 << 10
+	// faultReadyWithin bounds each fault's recovery: the agent's back-off
+	// (10 s) and the pulls cut, well below the controller's lease (60 s).
+	faultReadyWithin = 45 * time.Second
 )
 
 // TestFaultsWithAgentPod installs warmer from its pushed image and runs the
@@ -176,6 +179,11 @@ func strikeMidWarm(t *testing.T, c faultCase, fault func(t *testing.T)) *struck 
 	}
 	again := pullsInLog(t, s.at)
 	maps.DeleteFunc(again, func(ref string, _ int) bool { return !slices.Contains(s.refs, ref) })
+	// The controller leads again at once when it restarts in its own Pod
+	// (its Lease is held under the Pod's name): within the lease's 60 s.
+	if took := ready.Sub(over); took > faultReadyWithin {
+		t.Errorf("the ImageWarm was Ready %v after the fault ended, want within %v", took.Round(time.Second), faultReadyWithin)
+	}
 	checked, nReported := 0, 0
 	for _, ref := range present {
 		if reported[ref] {

@@ -65,6 +65,9 @@ func TestRealNodeNoTraceWhenKilled(t *testing.T) {
 	}
 	exited := make(chan struct{})
 	go func() { _ = child.Wait(); close(exited) }()
+	// A failure before the kill below must not leave the child's node
+	// running (its guard undoes the node once the child is gone).
+	t.Cleanup(func() { _ = child.Process.Kill(); <-exited })
 	var s nodeState
 	// The child may first wait for another test binary's node.
 	deadline := time.Now().Add(15 * time.Minute)
