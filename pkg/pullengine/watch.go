@@ -37,21 +37,9 @@ func (e *Engine) watch(ctx context.Context) {
 		if resolving {
 			next = min(next, resolvingPoll)
 		}
-		if e.yieldMode != YieldOff {
-			next = min(next, yieldPoll)
-		}
 		timer.Reset(next)
 	}
 }
-
-// yieldPoll is how often the store is read while pulls run or wait and
-// the engine yields to the runtime's other pulls: a blob is taken for
-// another's after two readings, and each second of a Pod's pull shared
-// with warm pulls is a second its start waits (docs/performance.md,
-// section 7: a reading a second cost the Pod a quarter of its idle pull
-// time on the real node). A reading lists the runtime's open ingests, a
-// few hundred bytes each, and stops while the engine has nothing to do.
-const yieldPoll = 250 * time.Millisecond
 
 // resolvingPoll is how often the store is read while a pull that started
 // lately has no manifest found yet: its size decides whether it may go on
