@@ -131,8 +131,11 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 5s).
 ##@ Sandbox
 
 .PHONY: demo
+# The sandbox is built with the release build's flags (static, -trimpath),
+# as testbed.BuildWarmer builds the agents' binary: the packages both need
+# compile once on a cold cache.
 demo: testbed-sim ## Bring up the local sandbox (kube-apiserver, a registry, two containerd nodes) and apply config/samples.
-	assets="$(ASSETS)"; KUBEBUILDER_ASSETS="$$assets" PATH="$$PATH:$$assets" go run ./test/sandbox $(DEMO_FLAGS)
+	assets="$(ASSETS)"; KUBEBUILDER_ASSETS="$$assets" PATH="$$PATH:$$assets" CGO_ENABLED=0 go run -trimpath ./test/sandbox $(DEMO_FLAGS)
 
 ##@ Deployment
 

@@ -182,6 +182,16 @@ func RepoRoot(t TB) string {
 		t.Fatal("cannot locate the test bed's source")
 	}
 	dir := filepath.Dir(file)
+	if !filepath.IsAbs(dir) {
+		// Built with -trimpath (make demo shares the release build's
+		// flags and cache so): the source path is the module's, and the
+		// checkout is where the command runs.
+		wd, err := os.Getwd()
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir = wd
+	}
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
 			return dir
