@@ -321,11 +321,7 @@ func (a *NodeAgent) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result,
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	nw, err := a.nodeWarm(ctx, node)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	desired, err := a.desired(ctx, node)
+	nw, desired, err := a.read(ctx, node)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -344,6 +340,17 @@ func (a *NodeAgent) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result,
 
 // runtimeRetry is how soon a pass is retried when the runtime is down.
 const runtimeRetry = 5 * time.Second
+
+// read reads what a pass starts from besides the Node: its NodeWarm, and
+// what the node wants.
+func (a *NodeAgent) read(ctx context.Context, node *corev1.Node) (*warmv1.NodeWarm, plan.Desired, error) {
+	nw, err := a.nodeWarm(ctx, node)
+	if err != nil {
+		return nil, plan.Desired{}, err
+	}
+	desired, err := a.desired(ctx, node)
+	return nw, desired, err
+}
 
 func (a *NodeAgent) node(ctx context.Context) (*corev1.Node, error) {
 	var node corev1.Node

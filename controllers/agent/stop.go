@@ -48,11 +48,7 @@ func (a *NodeAgent) lastPass(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	nw, err := a.nodeWarm(ctx, node)
-	if err != nil {
-		return err
-	}
-	desired, err := a.desired(ctx, node)
+	nw, desired, err := a.read(ctx, node)
 	if err != nil {
 		return err
 	}
@@ -65,5 +61,9 @@ func (a *NodeAgent) lastPass(ctx context.Context) error {
 	if last := a.carry.report.pace.Last(); last != nil && equality.Semantic.DeepEqual(*last, out.Status) {
 		return nil
 	}
-	return a.write(ctx, nw, out.Status)
+	if err := a.write(ctx, nw, out.Status); err != nil {
+		return err
+	}
+	log.FromContext(ctx).Info("Wrote the last report before stopping", "present", out.Status.Present, "pulling", out.Status.Pulling)
+	return nil
 }

@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"maps"
@@ -108,8 +107,8 @@ func TestFaultsWithAgentPod(t *testing.T) {
 // struck is what strikeMidWarm saw of one fault.
 type struck struct {
 	refs []string
-	// created is where containerd's log stood when the ImageWarm was
-	// created, and at where it stood when the fault struck.
+	// created and at are containerd's log marks (pullLogMark) when the
+	// ImageWarm was created and when the fault struck.
 	created, at int64
 }
 
@@ -134,7 +133,7 @@ func strikeMidWarm(t *testing.T, c faultCase, fault func(t *testing.T)) *struck 
 	t.Helper()
 	slow.Set(faults.Fault{Mode: faults.FaultSlow, Paths: faults.BlobPaths, Rate: faultRate})
 	t.Cleanup(slow.Pass)
-	s := &struck{created: logSize(t)}
+	s := &struck{created: pullLogMark(t)}
 	for i := range faultImages {
 		repo := fmt.Sprintf("faults/%s-%d:v1", name, i)
 		reg.PushRandom(t, repo, testbed.ImageOptions{LayerSize: faultLayer})
@@ -162,7 +161,7 @@ func strikeMidWarm(t *testing.T, c faultCase, fault func(t *testing.T)) *struck 
 		}
 		return nil
 	})
-	s.at = logSize(t)
+	s.at = pullLogMark(t)
 	reported := reportedVerified(t)
 	old := containerID(t, agentPod(t))
 	start := time.Now()
@@ -256,30 +255,17 @@ func presentOnNode(cri runtimeapi.ImageServiceClient, refs []string) []string {
 	return out
 }
 
-// logSize is the length of containerd's log now: where the lines of what
-// follows begin (the log is appended to across restarts).
-func logSize(t *testing.T) int64 {
-	t.Helper()
-	fi, err := os.Stat(containerdLog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fi.Size()
-}
-
-// pullsInLog counts the CRI pulls containerd logged from offset on, by
-// reference.
-func pullsInLog(t *testing.T, offset int64) map[string]int {
+// pullsInLog counts the CRI pulls containerd logged after mark (see
+// pullLogMark), by reference.
+func pullsInLog(t *testing.T, mark int64) map[string]int {
 	t.Helper()
 	b, err := os.ReadFile(containerdLog())
 	if err != nil {
 		t.Fatal(err)
 	}
 	counts := map[string]int{}
-	for _, line := range bytes.Split(b[offset:], []byte("\n")) {
-		if m := pullRequest.FindSubmatch(line); m != nil {
-			counts[string(m[1])]++
-		}
+	for _, m := range pullRequest.FindAllSubmatch(b[mark:], -1) {
+		counts[string(m[1])]++
 	}
 	return counts
 }

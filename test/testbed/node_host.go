@@ -62,12 +62,22 @@ func saveSysctls(t TB) {
 		hostcheck.GuardHost("sysctl", k, saved[k])
 	}
 	t.Cleanup(func() {
-		for _, k := range KubeletSysctls {
-			if err := os.WriteFile(filepath.Join("/proc/sys", k), []byte(saved[k]+"\n"), 0o644); err != nil {
-				t.Logf("restoring sysctl %s=%s: %v", k, saved[k], err)
-			}
+		if err := writeSysctls(saved); err != nil {
+			t.Logf("restoring the kubelet's sysctls: %v", err)
 		}
 	})
+}
+
+// writeSysctls writes values to their /proc/sys paths, each whatever the
+// others do.
+func writeSysctls(values map[string]string) error {
+	var errs []error
+	for k, v := range values {
+		if err := os.WriteFile(filepath.Join("/proc/sys", k), []byte(v+"\n"), 0o644); err != nil {
+			errs = append(errs, fmt.Errorf("sysctl %s=%s: %w", k, v, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // addNodeAddress gives the node an address of its own on the loopback

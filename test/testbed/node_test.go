@@ -85,7 +85,11 @@ func TestRealNodeNoTraceWhenKilled(t *testing.T) {
 			t.Fatalf("the child never reported its node; log:\n%s", tailFile(logPath, 40))
 		}
 	}
-	t.Cleanup(func() { writeSysctls(t, s.Preset) })
+	t.Cleanup(func() {
+		if err := writeSysctls(s.Preset); err != nil {
+			t.Error(err)
+		}
+	})
 	if len(s.Changed) == 0 || len(s.Mounts) == 0 || len(s.Shims) == 0 {
 		t.Fatalf("the child's node changed too little to test the guard: %+v", s)
 	}
@@ -167,17 +171,10 @@ func presetKubeletPanic(t *testing.T) map[string]string {
 	if now["kernel/panic"] != kubeletPanic {
 		return nil
 	}
-	writeSysctls(t, map[string]string{"kernel/panic": "0"})
-	return now
-}
-
-// writeSysctls writes values below /proc/sys.
-func writeSysctls(t *testing.T, values map[string]string) {
-	for k, v := range values {
-		if err := os.WriteFile(filepath.Join("/proc/sys", k), []byte(v+"\n"), 0o644); err != nil {
-			t.Errorf("writing sysctl %s=%s: %v", k, v, err)
-		}
+	if err := writeSysctls(map[string]string{"kernel/panic": "0"}); err != nil {
+		t.Fatal(err)
 	}
+	return now
 }
 
 type phaseError struct{ phase corev1.PodPhase }
