@@ -99,6 +99,9 @@ func TestFaultsWithAgentPod(t *testing.T) {
 		}
 		checkNoStartupTaint(t)
 	})
+	// Last: the collector takes every unused image on the node, other
+	// tests' too.
+	t.Run("ImageGCOverThreshold", imageGCOverThreshold)
 
 	kubectl(t, "delete", "-k", layer, "--timeout=3m")
 	checkUninstalled(t, "-k", layer)

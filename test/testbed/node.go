@@ -74,8 +74,10 @@ type RealNode struct {
 	certs   kubeletClientCerts
 	serving servingCA
 	kubelet *process
-	// kubeletArgs are the kubelet's flags, for a restart.
-	kubeletArgs []string
+	// kubeletArgs are the kubelet's flags, and kubeletConfig the
+	// configuration it started with, for a restart.
+	kubeletArgs   []string
+	kubeletConfig string
 	assets      string
 	before      Traces
 }

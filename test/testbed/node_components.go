@@ -83,14 +83,15 @@ func (n *RealNode) startKubelet(t TB, assets string, opts NodeOptions) {
 		t.Fatal(err)
 	}
 	n.KubeletPort = FreePort(t)
-	config := filepath.Join(n.dir, "kubelet.yaml")
-	b, err = mergeKubeletConfig(n.kubeletConfig(), opts.KubeletConfig)
+	config := n.kubeletConfigPath()
+	b, err = mergeKubeletConfig(n.baseKubeletConfig(), opts.KubeletConfig)
 	if err != nil {
 		t.Fatalf("the kubelet's configuration: %v", err)
 	}
 	if err := os.WriteFile(config, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	n.kubeletConfig = string(b)
 	args := []string{
 		"--config=" + config,
 		"--kubeconfig=" + kubeconfig,
@@ -118,11 +119,14 @@ func mergeKubeletConfig(base string, extra map[string]any) ([]byte, error) {
 	return yaml.Marshal(m)
 }
 
-// kubeletConfig is the kubelet's configuration for this machine: cgroup v1
+// kubeletConfigPath is the file the kubelet reads its configuration from.
+func (n *RealNode) kubeletConfigPath() string { return filepath.Join(n.dir, "kubelet.yaml") }
+
+// baseKubeletConfig is the kubelet's configuration for this machine: cgroup v1
 // and swap allowed, the node's own cgroup, address and directories, no
 // iptables chains, and eviction thresholds low enough that a busy shared
 // disk does not evict the tests' pods.
-func (n *RealNode) kubeletConfig() string {
+func (n *RealNode) baseKubeletConfig() string {
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: %[1]s

@@ -29,6 +29,23 @@ func (n *RealNode) StartKubelet(t TB) {
 	n.kubelet = p
 }
 
+// ReconfigureKubelet restarts the kubelet with the top-level fields of
+// extra set over the configuration it started with, as an operator who
+// edits the kubelet's configuration and restarts it; nil restores the
+// configuration it started with.
+func (n *RealNode) ReconfigureKubelet(t TB, extra map[string]any) {
+	t.Helper()
+	b, err := mergeKubeletConfig(n.kubeletConfig, extra)
+	if err != nil {
+		t.Fatalf("the kubelet's configuration: %v", err)
+	}
+	n.StopKubelet()
+	if err := os.WriteFile(n.kubeletConfigPath(), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n.StartKubelet(t)
+}
+
 // PowerCycle does to the node what a reboot does: the kubelet and
 // containerd die (SIGKILL), and with them every shim and container; the
 // mounts go (the containers' root filesystems and shared memory below
