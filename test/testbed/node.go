@@ -78,8 +78,8 @@ type RealNode struct {
 	// configuration it started with, for a restart.
 	kubeletArgs   []string
 	kubeletConfig string
-	assets      string
-	before      Traces
+	assets        string
+	before        Traces
 }
 
 // StartNode brings up a one-node cluster and waits until the Node is Ready
