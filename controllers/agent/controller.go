@@ -127,6 +127,10 @@ type NodeAgent struct {
 	// disk too small for what is asked): one per window, which starts at
 	// the initial value and doubles with each eviction in a row.
 	EvictionBackOffInitial, EvictionBackOffMax time.Duration
+	// AfterPass, when set, is called after every pass, outside it: the
+	// binary's upkeep that follows the agent's work (returning memory to
+	// the OS once the agent is quiet).
+	AfterPass func()
 
 	// trigger and inbox are the agent's plumbing: pokes for a pass, and
 	// the engine's reports waiting for one.
@@ -310,6 +314,9 @@ var deletedOnly = predicate.Funcs{
 // Reconcile makes one pass: gather, plan, apply.
 func (a *NodeAgent) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
 	a.init()
+	if a.AfterPass != nil {
+		defer a.AfterPass()
+	}
 	a.passMu.Lock()
 	defer a.passMu.Unlock()
 	node, err := a.node(ctx)

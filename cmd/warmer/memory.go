@@ -1,0 +1,61 @@
+package main
+
+import (
+	"runtime/debug"
+	"runtime/metrics"
+	"sync"
+	"time"
+)
+
+// memoryReturner gives the Go heap's free pages back to the OS once the
+// agent has been quiet for a while. The runtime keeps freed pages up to
+// about its heap goal and returns them only slowly, so a busy moment (a
+// start with hundreds of images, a warm) leaves the agent's resident
+// memory, which the kubelet counts as its working set on every node,
+// megabytes above what the agent holds at rest (docs/performance.md,
+// section 4). Returning them costs one forced collection, done only after
+// a quiet period and only when enough is free to be worth it, so an agent
+// at rest, which passes once a resync period, rarely pays it.
+type memoryReturner struct {
+	// quiet is how long after the last pass the pages are returned.
+	quiet time.Duration
+	// minFree is the least free heap worth a forced collection.
+	minFree uint64
+
+	mu    sync.Mutex
+	timer *time.Timer
+}
+
+// Defaults of the agent's memoryReturner.
+const (
+	returnMemoryQuiet   = 10 * time.Second
+	returnMemoryMinFree = 1 << 20
+)
+
+// kick notes a pass: the quiet period starts again.
+func (m *memoryReturner) kick() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.timer == nil {
+		m.timer = time.AfterFunc(m.quiet, m.maybeReturn)
+		return
+	}
+	m.timer.Reset(m.quiet)
+}
+
+// maybeReturn returns the free heap to the OS if there is enough of it.
+func (m *memoryReturner) maybeReturn() {
+	if heapFree() >= m.minFree {
+		debug.FreeOSMemory()
+	}
+}
+
+// heapFree is the heap memory that is free and not yet returned to the OS.
+func heapFree() uint64 {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/free:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
+}
