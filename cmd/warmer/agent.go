@@ -278,7 +278,7 @@ func setupAgent(ctx context.Context, mgr ctrl.Manager, cri *criclient.Client, f 
 		EvictionBackOffMax:     f.backOffMax,
 		Clock:                  binaryClock,
 		Containers:             cri,
-		AfterPass:              (&memoryReturner{quiet: returnMemoryQuiet, minFree: returnMemoryMinFree}).kick,
+		AfterPass:              (&memoryReturner{quiet: returnMemoryQuiet, minFree: returnMemoryMinFree, spacing: returnMemorySpacing}).kick,
 	}
 	a.StartupTaintKey, a.StartupTaintDeadline = f.startupTaint, f.taintDeadline
 	setPinner(ctx, a, cri)

@@ -13,23 +13,30 @@ import (
 // start with hundreds of images, a warm) leaves the agent's resident
 // memory, which the kubelet counts as its working set on every node,
 // megabytes above what the agent holds at rest (docs/performance.md,
-// section 4). Returning them costs one forced collection, done only after
-// a quiet period and only when enough is free to be worth it, so an agent
-// at rest, which passes once a resync period, rarely pays it.
+// section 4). Returning them costs one forced collection (some
+// milliseconds of CPU on the agent's heap), done only after a quiet
+// period, only when enough is free to be worth it, and no more often
+// than every spacing, so that an agent at rest, whose resync passes each
+// leave a little garbage, does not pay it every pass.
 type memoryReturner struct {
 	// quiet is how long after the last pass the pages are returned.
 	quiet time.Duration
 	// minFree is the least free heap worth a forced collection.
 	minFree uint64
+	// spacing is the least time between two returns; a return due
+	// sooner waits for it.
+	spacing time.Duration
 
 	mu    sync.Mutex
 	timer *time.Timer
+	last  time.Time
 }
 
 // Defaults of the agent's memoryReturner.
 const (
 	returnMemoryQuiet   = 10 * time.Second
 	returnMemoryMinFree = 1 << 20
+	returnMemorySpacing = 5 * time.Minute
 )
 
 // kick notes a pass: the quiet period starts again.
@@ -43,10 +50,18 @@ func (m *memoryReturner) kick() {
 	m.timer.Reset(m.quiet)
 }
 
-// maybeReturn returns the free heap to the OS if there is enough of it.
+// maybeReturn returns the free heap to the OS if there is enough of it,
+// or sets itself for when the spacing allows.
 func (m *memoryReturner) maybeReturn() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if wait := m.spacing - time.Since(m.last); !m.last.IsZero() && wait > 0 {
+		m.timer.Reset(wait)
+		return
+	}
 	if heapFree() >= m.minFree {
 		debug.FreeOSMemory()
+		m.last = time.Now()
 	}
 }
 

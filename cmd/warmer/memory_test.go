@@ -63,6 +63,31 @@ func forcedGCs() uint32 {
 	return ms.NumForcedGC
 }
 
+// TestMemoryReturnerSpaced: a return due within the spacing of the last
+// waits for it.
+func TestMemoryReturnerSpaced(t *testing.T) {
+	m := &memoryReturner{quiet: 10 * time.Millisecond, spacing: 500 * time.Millisecond}
+	forced := forcedGCs()
+	m.kick()
+	waitForced(t, forced+1, time.Second)
+	m.kick()
+	time.Sleep(200 * time.Millisecond)
+	if n := forcedGCs(); n != forced+1 {
+		t.Fatalf("%d forced collections within the spacing, want 1", n-forced)
+	}
+	waitForced(t, forced+2, 2*time.Second) // the spacing over
+}
+
+// waitForced waits until the program has forced n collections in all.
+func waitForced(t *testing.T, n uint32, within time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(within); forcedGCs() < n; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d forced collections after %v, want %d", forcedGCs(), within, n)
+		}
+	}
+}
+
 // TestMemoryReturnerLeavesLittle: less free heap than minFree is left
 // alone (no forced collection).
 func TestMemoryReturnerLeavesLittle(t *testing.T) {
