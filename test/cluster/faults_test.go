@@ -30,7 +30,9 @@ import (
 // nothing: every image present again, none pulled again that was present
 // when the fault struck, the ImageWarm Ready, the NodeWarm's runtime
 // condition True. The time from the fault's end to the ImageWarm's Ready
-// is logged on a line starting "recovery:" for docs/reliability.md.
+// is logged on a line starting "recovery:" for docs/reliability.md. The
+// last row, the kubelet's image garbage collector with the disk over its
+// threshold, has its own ImageWarms (faults_gc_test.go).
 
 const (
 	// faultImages is how many images each fault's ImageWarm asks for:
