@@ -70,7 +70,7 @@ func imageGCOverThreshold(t *testing.T) {
 		for _, ref := range kept {
 			st, err := cri.ImageStatus(context.Background(), &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
 			if err != nil || !st.GetImage().GetPinned() {
-				return fmt.Errorf("%s: %v, pinned %v", ref, err, st.GetImage().GetPinned())
+				return fmt.Errorf("%s: %w, pinned %v", ref, err, st.GetImage().GetPinned())
 			}
 		}
 		return nil
