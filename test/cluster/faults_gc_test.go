@@ -29,15 +29,7 @@ import (
 
 // overThreshold is the kubelet configuration that puts the node's disk
 // over the kubelet's thresholds (see above).
-var overThreshold = map[string]any{
-	"imageMinimumGCAge": "1s", // 0 would mean the default, 2m
-	"evictionHard": map[string]any{
-		"memory.available":  "50Mi",
-		"nodefs.available":  "99.9%",
-		"nodefs.inodesFree": "1%",
-		"imagefs.available": "99.9%",
-	},
-}
+var overThreshold = testbed.CollectingKubeletConfig()
 
 // shippedBackOff is the shipped agent's back-off for an image the
 // collector keeps taking (--image-pull-backoff-initial and -max).
@@ -226,19 +218,11 @@ func pullsAllowed(d time.Duration) int {
 // controllerPod is the install's controller Pod that is not terminating.
 func controllerPod(t *testing.T) *corev1.Pod {
 	t.Helper()
-	var pods corev1.PodList
-	err := node.Client.List(context.Background(), &pods, client.InNamespace(installNamespace),
-		client.MatchingLabels{"app.kubernetes.io/name": "warmer", "app.kubernetes.io/component": "controller"})
-	if err != nil {
-		t.Fatal(err)
+	pods := installedPods(t, "controller")
+	if len(pods) != 1 {
+		t.Fatalf("want one controller pod, have %d", len(pods))
 	}
-	pods.Items = slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool {
-		return p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded
-	})
-	if len(pods.Items) != 1 {
-		t.Fatalf("want one controller pod, have %d", len(pods.Items))
-	}
-	return &pods.Items[0]
+	return &pods[0]
 }
 
 // podEnd is the pod's phase and why the kubelet stopped it (its

@@ -103,17 +103,26 @@ func testAgentToken(t *testing.T) {
 // agentPod is the install's running agent Pod.
 func agentPod(t *testing.T) *corev1.Pod {
 	t.Helper()
+	pods := installedPods(t, "agent")
+	if len(pods) != 1 || len(pods[0].Status.ContainerStatuses) != 1 {
+		t.Fatalf("want one running agent pod, have %d", len(pods))
+	}
+	return &pods[0]
+}
+
+// installedPods are the install's Pods of one component ("agent",
+// "controller") that are neither terminating nor finished.
+func installedPods(t *testing.T, component string) []corev1.Pod {
+	t.Helper()
 	var pods corev1.PodList
 	err := node.Client.List(context.Background(), &pods, client.InNamespace(installNamespace),
-		client.MatchingLabels{"app.kubernetes.io/name": "warmer", "app.kubernetes.io/component": "agent"})
+		client.MatchingLabels{"app.kubernetes.io/name": "warmer", "app.kubernetes.io/component": component})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pods.Items = slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return p.DeletionTimestamp != nil })
-	if len(pods.Items) != 1 || len(pods.Items[0].Status.ContainerStatuses) != 1 {
-		t.Fatalf("want one running agent pod, have %d", len(pods.Items))
-	}
-	return &pods.Items[0]
+	return slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool {
+		return p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded
+	})
 }
 
 // containerID is the runtime's id of the pod's only container.

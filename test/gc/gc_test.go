@@ -64,15 +64,7 @@ var settings = testbed.AgentSettings{
 
 // collecting is the kubelet configuration that collects unused images
 // within about 10 s (see the package doc).
-var collecting = map[string]any{
-	"imageMinimumGCAge": "1s", // 0 would mean the default, 2m
-	"evictionHard": map[string]any{
-		"memory.available":  "50Mi",
-		"nodefs.available":  "99.9%",
-		"nodefs.inodesFree": "1%",
-		"imagefs.available": "99.9%",
-	},
-}
+var collecting = testbed.CollectingKubeletConfig()
 
 // bed is one real node with the agent running beside it.
 type bed struct {

@@ -46,6 +46,27 @@ func (n *RealNode) ReconfigureKubelet(t TB, extra map[string]any) {
 	n.StartKubelet(t)
 }
 
+// CollectingKubeletConfig is kubelet configuration (for NodeOptions or
+// ReconfigureKubelet) under which the kubelet deletes every unused,
+// unpinned image within about 10 s. Its periodic image garbage collection
+// runs only every 5 minutes (a constant, not a setting); its eviction
+// manager, every 10 s under an imagefs or nodefs threshold the node is
+// below, reclaims space with the same collector, which skips pinned
+// images, and then evicts the pods it may. The thresholds here are above
+// what any disk has free, and imageMinimumGCAge lets it take images a
+// second old (0 would mean its default, 2 minutes).
+func CollectingKubeletConfig() map[string]any {
+	return map[string]any{
+		"imageMinimumGCAge": "1s",
+		"evictionHard": map[string]any{
+			"memory.available":  "50Mi",
+			"nodefs.available":  "99.9%",
+			"nodefs.inodesFree": "1%",
+			"imagefs.available": "99.9%",
+		},
+	}
+}
+
 // PowerCycle does to the node what a reboot does: the kubelet and
 // containerd die (SIGKILL), and with them every shim and container; the
 // mounts go (the containers' root filesystems and shared memory below
