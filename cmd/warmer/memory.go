@@ -26,6 +26,10 @@ type memoryReturner struct {
 	// spacing is the least time between two returns; a return due
 	// sooner waits for it.
 	spacing time.Duration
+	// release and free are debug.FreeOSMemory and heapFree unless a test
+	// sets them.
+	release func()
+	free    func() uint64
 
 	mu    sync.Mutex
 	timer *time.Timer
@@ -59,8 +63,15 @@ func (m *memoryReturner) maybeReturn() {
 		m.timer.Reset(wait)
 		return
 	}
-	if heapFree() >= m.minFree {
-		debug.FreeOSMemory()
+	release, free := m.release, m.free
+	if release == nil {
+		release = debug.FreeOSMemory
+	}
+	if free == nil {
+		free = heapFree
+	}
+	if free() >= m.minFree {
+		release()
 		m.last = time.Now()
 	}
 }
