@@ -135,7 +135,13 @@ func get(cp *testbed.ControlPlane, o *unstructured.Unstructured) error {
 // waitGone waits until the cluster-scoped objects of objs are deleted.
 func waitGone(t *testing.T, cp *testbed.ControlPlane, objs []*unstructured.Unstructured) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	// A CustomResourceDefinition goes only when the API server's own
+	// finalizer has removed its instances; that controller retries with
+	// back-off and may poll for up to a minute, and once in a few dozen
+	// runs here it took more than 30 s with no instance at all. Two
+	// minutes bounds its retries; what it last said is printed if not.
+	const bound = 2 * time.Minute
+	deadline := time.Now().Add(bound)
 	for _, o := range objs {
 		if o.GetNamespace() != "" || o.GetKind() == "Namespace" {
 			continue
@@ -146,7 +152,8 @@ func waitGone(t *testing.T, cp *testbed.ControlPlane, objs []*unstructured.Unstr
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%s/%s still there 30s after kubectl delete: %v", o.GetKind(), o.GetName(), err)
+				out, _ := kubectl(t, cp, "get", strings.ToLower(o.GetKind()), o.GetName(), "-o", "jsonpath={.metadata.finalizers} {.status.conditions}")
+				t.Fatalf("%s/%s still there %v after kubectl delete: %v\n%s", o.GetKind(), o.GetName(), bound, err, out)
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
