@@ -95,6 +95,17 @@ func sumSamples(s map[string]float64, metric string, fragments ...string) float6
 	return sum
 }
 
+// meanOf is a histogram's mean between two scrapes, from its _sum and
+// _count samples whose labels contain every fragment; 0 if none.
+func meanOf(before, after map[string]float64, histogram string, fragments ...string) time.Duration {
+	n := sumSamples(after, histogram+"_count", fragments...) - sumSamples(before, histogram+"_count", fragments...)
+	if n <= 0 {
+		return 0
+	}
+	sum := sumSamples(after, histogram+"_sum", fragments...) - sumSamples(before, histogram+"_sum", fragments...)
+	return time.Duration(sum / n * float64(time.Second))
+}
+
 // apiMetrics scrapes the API server's /metrics.
 func apiMetrics(b *testing.B, cfg *rest.Config) map[string]float64 {
 	b.Helper()

@@ -130,7 +130,19 @@ func BenchmarkScale(b *testing.B) {
 // scaleResult is what one fleet run measured.
 type scaleResult struct {
 	scaleCase
-	pulled, ready       time.Duration      // from the ImageWarm's creation
+	pulled, ready time.Duration   // from the ImageWarm's creation
+	reported      time.Duration   // the last node's first all-Present NodeWarm, from the creation; 0 if not every node's was seen
+	reportLags    []time.Duration // each node's all-Present NodeWarm after its own last pull, sorted
+	// nodeWarmPut is the mean time the API server took over a NodeWarm
+	// status write (queueing included); queued the mean time a request
+	// of the agents' priority level waited in its queue (0: none queued).
+	nodeWarmPut, queued time.Duration
+	// apiCPU is the API server's CPU over the window, apiRSS its
+	// resident memory at the end (its own process metrics).
+	apiCPU              time.Duration
+	apiRSS              int64
+	agentRequests       float64            // requests the agents' priority level dispatched
+	reads               map[string]float64 // requests other than writes, by verb and resource
 	writes              map[string]float64 // by resource[/subresource]
 	watchBytes          map[string]float64 // bytes of watch events sent, by resource
 	bodyBytes           float64            // bytes of write request bodies: what went to etcd
@@ -227,6 +239,7 @@ func runScale(b *testing.B, c scaleCase) {
 	before := apiMetrics(b, cp.Config)
 	ctrlBefore, simBefore := readProc(b, ctrlProc.Pid()), readProc(b, os.Getpid())
 	iw := fleetWarm(c)
+	reports := watchReports(b, cp, c.images)
 	start := time.Now()
 	if err := cp.Client.Create(ctx, iw); err != nil {
 		b.Fatal(err)
@@ -286,6 +299,17 @@ func runScale(b *testing.B, c scaleCase) {
 	r.rejected = sumSamples(after, "apiserver_flowcontrol_rejected_requests_total") - sumSamples(before, "apiserver_flowcontrol_rejected_requests_total")
 	r.refusals = refusals(before, after)
 	r.peakPulling = gauge.Peak()
+	if last, ok := reports.last(c.n); ok {
+		r.reported = last.Sub(start)
+	}
+	r.reportLags = reports.lags(fleet)
+	r.nodeWarmPut = meanOf(before, after, "apiserver_request_duration_seconds", `resource="nodewarms"`, `subresource="status"`, `verb="PUT"`)
+	r.apiCPU = time.Duration((sumSamples(after, "process_cpu_seconds_total") - sumSamples(before, "process_cpu_seconds_total")) * float64(time.Second))
+	r.apiRSS = int64(sumSamples(after, "process_resident_memory_bytes"))
+	r.agentRequests = sumSamples(after, "apiserver_flowcontrol_dispatched_requests_total", `priority_level="warmer-agents"`) -
+		sumSamples(before, "apiserver_flowcontrol_dispatched_requests_total", `priority_level="warmer-agents"`)
+	r.reads = readsByResource(before, after)
+	r.queued = meanOf(before, after, "apiserver_flowcontrol_request_wait_duration_seconds", `priority_level="warmer-agents"`)
 	first, mean := busy(fleet)
 	r.firstPull, r.nodeWarm = first.Sub(start), mean
 	if err := cp.Client.Get(ctx, types.NamespacedName{Namespace: "default", Name: "fleet"}, iw); err != nil {
@@ -497,6 +521,25 @@ func writesByResource(before, after map[string]float64) map[string]float64 {
 	return out
 }
 
+// readsByResource counts the window's requests other than writes, by
+// verb and resource: what the fleet asks besides its reports.
+func readsByResource(before, after map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range after {
+		if !strings.HasPrefix(k, "apiserver_request_total{") {
+			continue
+		}
+		verb := label(k, "verb")
+		if verb != "GET" && verb != "LIST" && verb != "WATCH" {
+			continue
+		}
+		if d := v - before[k]; d > 0 {
+			out[verb+" "+label(k, "resource")] += d
+		}
+	}
+	return out
+}
+
 // refusals breaks down the window's 429 answers (by resource and verb)
 // and priority and fairness's rejections (by priority level and reason),
 // to tell whose requests were refused and why.
@@ -576,6 +619,30 @@ func reportScale(b *testing.B, r scaleResult) {
 		r.n, r.images, r.pullLatency(), r.flowSchema)
 	fmt.Fprintf(w, "last pull %.2fs, ImageWarm Ready %.2fs (%.2fs after the last pull); status %d bytes; window %.0fs\n",
 		r.pulled.Seconds(), r.ready.Seconds(), lag.Seconds(), r.statusBytes, r.window.Seconds())
+	if r.reported > 0 {
+		// Where the time after the last pull went: the agents' reports
+		// reaching the API server, then the controller's summary.
+		fmt.Fprintf(w, "last node's report of every image Present seen %.2fs (%.2fs after the last pull); ImageWarm Ready %.2fs after it\n",
+			r.reported.Seconds(), (r.reported - r.pulled).Seconds(), (r.ready - r.reported).Seconds())
+		b.ReportMetric((r.reported - r.pulled).Seconds(), "report-after-pull-s")
+		b.ReportMetric((r.ready - r.reported).Seconds(), "ready-after-report-s")
+	}
+	fmt.Fprintf(w, "API server (its own process): CPU %.1fs (%.0f millicores over the window), RSS %.0f MiB at the end\n",
+		r.apiCPU.Seconds(), 1000*r.apiCPU.Seconds()/r.window.Seconds(), mib(r.apiRSS))
+	b.ReportMetric(r.apiCPU.Seconds(), "api-cpu-s")
+	b.ReportMetric(mib(r.apiRSS), "api-rss-MiB")
+	fmt.Fprintf(w, "the agents' priority level dispatched %.0f requests (%.2f a node); reads:", r.agentRequests, r.agentRequests/float64(r.n))
+	for _, k := range slices.Sorted(maps.Keys(r.reads)) {
+		fmt.Fprintf(w, " %s %.0f;", k, r.reads[k])
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "a NodeWarm status write took the API server %.0f ms on average; the agents' requests waited %.0f ms on average in their priority level's queue\n",
+		1000*r.nodeWarmPut.Seconds(), 1000*r.queued.Seconds())
+	b.ReportMetric(1000*r.nodeWarmPut.Seconds(), "nw-put-ms")
+	if l := r.reportLags; len(l) > 0 {
+		fmt.Fprintf(w, "a node's report of every image Present after its own last pull: median %.2fs, 90th percentile %.2fs, most %.2fs\n",
+			quantile(l, 0.5).Seconds(), quantile(l, 0.9).Seconds(), l[len(l)-1].Seconds())
+	}
 	wave := "no rollout bound"
 	if r.wave > 0 {
 		wave = fmt.Sprintf("rollout maxPulling %d", r.wave)
