@@ -99,8 +99,8 @@ e2e: testbed-sim ## Run only the end-to-end test: the controller and three agent
 	assets="$(ASSETS)"; KUBEBUILDER_ASSETS="$$assets" PATH="$$PATH:$$assets" go test $(GO_TEST_FLAGS) -v ./test/e2e
 
 # BENCH_ROUNDS: rounds of the time-to-warm benchmarks. BENCH_FULL=1: fleets
-# of 100, 300 and 1,000 simulated agents (and 1,000 with 100 images each,
-# and in waves), a failing fleet of 1,000 for 5 minutes, a 10-minute idle
+# of 100, 300, 1,000 and 5,000 simulated agents (and 1,000 with 100 images
+# each, and in waves), a failing fleet of 1,000 for 5 minutes, a 10-minute idle
 # period (the short form: 100 agents, 100 failing for a minute, 20 s), and
 # a Pod's pull beside a warm on the real node (kubelet and containerd 2.x).
 # BENCH_SCALE=100,1000x100, BENCH_FAIL=1000, BENCH_FAIL_WINDOW=5m and
