@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -116,8 +118,9 @@ func startWarmBed(b *testing.B) *warmBed {
 	wb.cri = ctd.ImageService(b)
 	cp.CreateNode(b, wb.node, nil)
 	// The agent and the controller run with their defaults: what the
-	// manifests give them.
-	_, wb.metrics = startAgent(b, cp, bin, wb.node, ctd)
+	// manifests give them. BENCH_WARM_AGENT_FLAGS adds agent flags, to
+	// tell what a feature costs (e.g. --yield-to-kubelet=off).
+	_, wb.metrics = startAgent(b, cp, bin, wb.node, ctd, strings.Fields(os.Getenv("BENCH_WARM_AGENT_FLAGS"))...)
 	wb.ctrlMetrics = startController(b, cp, bin)
 	var err error
 	if wb.cli, err = client.NewWithWatch(cp.Config, client.Options{Scheme: testbed.Scheme()}); err != nil {
