@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
@@ -22,12 +23,20 @@ import (
 type reportWatch struct {
 	mu    sync.Mutex
 	first map[string]time.Time // node: its first report with every image Present
-	stop  context.CancelFunc
-	done  chan struct{}
+	// reconnects counts the watches opened again after the API server
+	// closed one.
+	reconnects int
+	stop       context.CancelFunc
+	done       chan struct{}
 }
 
 // watchReports starts following NodeWarms until the returned watch is
-// stopped; images is how many each node must report Present.
+// stopped; images is how many each node must report Present. The API
+// server closes a watcher that falls behind (this one shares the
+// simulation's starved process): it is opened again, and what it then
+// lists counts as seen at that moment, later than it came; reconnects
+// says how often, so a figure read across one is known for an upper
+// bound.
 func watchReports(b *testing.B, cp *testbed.ControlPlane, images int) *reportWatch {
 	b.Helper()
 	wc, err := client.NewWithWatch(cp.Config, client.Options{Scheme: testbed.Scheme()})
@@ -35,31 +44,51 @@ func watchReports(b *testing.B, cp *testbed.ControlPlane, images int) *reportWat
 		b.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	rw := &reportWatch{first: map[string]time.Time{}, stop: cancel, done: make(chan struct{})}
 	w, err := wc.Watch(ctx, &warmv1.NodeWarmList{})
 	if err != nil {
 		cancel()
 		b.Fatal(err)
 	}
-	rw := &reportWatch{first: map[string]time.Time{}, stop: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(rw.done)
-		defer w.Stop()
 		for {
-			select {
-			case <-ctx.Done():
-				return
-			case ev, ok := <-w.ResultChan():
-				if !ok {
-					return
+			rw.follow(ctx, w, images)
+			for ctx.Err() == nil {
+				if w, err = wc.Watch(ctx, &warmv1.NodeWarmList{}); err == nil {
+					break
 				}
-				if nw, ok := ev.Object.(*warmv1.NodeWarm); ok && allPresent(nw, images) {
-					rw.note(nw.Name, time.Now())
-				}
+				time.Sleep(100 * time.Millisecond)
 			}
+			if ctx.Err() != nil {
+				return
+			}
+			rw.mu.Lock()
+			rw.reconnects++
+			rw.mu.Unlock()
 		}
 	}()
 	b.Cleanup(rw.close)
 	return rw
+}
+
+// follow notes every node w shows with all images Present, until w
+// closes or ctx ends.
+func (rw *reportWatch) follow(ctx context.Context, w watch.Interface, images int) {
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return
+			}
+			if nw, ok := ev.Object.(*warmv1.NodeWarm); ok && allPresent(nw, images) {
+				rw.note(nw.Name, time.Now())
+			}
+		}
+	}
 }
 
 func (rw *reportWatch) note(node string, at time.Time) {
@@ -88,6 +117,13 @@ func (rw *reportWatch) last(n int) (time.Time, bool) {
 		}
 	}
 	return last, len(rw.first) >= n
+}
+
+// reopened is how many times the watch was opened again.
+func (rw *reportWatch) reopened() int {
+	rw.mu.Lock()
+	defer rw.mu.Unlock()
+	return rw.reconnects
 }
 
 // lags are, for each node seen, how long after its own last pull its

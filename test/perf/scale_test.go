@@ -130,9 +130,10 @@ func BenchmarkScale(b *testing.B) {
 // scaleResult is what one fleet run measured.
 type scaleResult struct {
 	scaleCase
-	pulled, ready time.Duration   // from the ImageWarm's creation
-	reported      time.Duration   // the last node's first all-Present NodeWarm, from the creation; 0 if not every node's was seen
-	reportLags    []time.Duration // each node's all-Present NodeWarm after its own last pull, sorted
+	pulled, ready  time.Duration   // from the ImageWarm's creation
+	reported       time.Duration   // the last node's first all-Present NodeWarm, from the creation; 0 if not every node's was seen
+	reportLags     []time.Duration // each node's all-Present NodeWarm after its own last pull, sorted
+	reportReopened int             // times that watch was closed by the API server and opened again
 	// nodeWarmPut is the mean time the API server took over a NodeWarm
 	// status write (queueing included); queued the mean time a request
 	// of the agents' priority level waited in its queue (0: none queued).
@@ -302,7 +303,7 @@ func runScale(b *testing.B, c scaleCase) {
 	if last, ok := reports.last(c.n); ok {
 		r.reported = last.Sub(start)
 	}
-	r.reportLags = reports.lags(fleet)
+	r.reportLags, r.reportReopened = reports.lags(fleet), reports.reopened()
 	r.nodeWarmPut = meanOf(before, after, "apiserver_request_duration_seconds", `resource="nodewarms"`, `subresource="status"`, `verb="PUT"`)
 	r.apiCPU = time.Duration((sumSamples(after, "process_cpu_seconds_total") - sumSamples(before, "process_cpu_seconds_total")) * float64(time.Second))
 	r.apiRSS = int64(sumSamples(after, "process_resident_memory_bytes"))
@@ -640,8 +641,8 @@ func reportScale(b *testing.B, r scaleResult) {
 		1000*r.nodeWarmPut.Seconds(), 1000*r.queued.Seconds())
 	b.ReportMetric(1000*r.nodeWarmPut.Seconds(), "nw-put-ms")
 	if l := r.reportLags; len(l) > 0 {
-		fmt.Fprintf(w, "a node's report of every image Present after its own last pull: median %.2fs, 90th percentile %.2fs, most %.2fs\n",
-			quantile(l, 0.5).Seconds(), quantile(l, 0.9).Seconds(), l[len(l)-1].Seconds())
+		fmt.Fprintf(w, "a node's report of every image Present after its own last pull (%d nodes seen; the watch opened again %d times): median %.2fs, 90th percentile %.2fs, most %.2fs\n",
+			len(l), r.reportReopened, quantile(l, 0.5).Seconds(), quantile(l, 0.9).Seconds(), l[len(l)-1].Seconds())
 	}
 	wave := "no rollout bound"
 	if r.wave > 0 {
