@@ -499,43 +499,48 @@ func waitNodeWarms(b *testing.B, cp *testbed.ControlPlane, n int) {
 // mutating verbs answered with success, by resource (and subresource):
 // the writes that happened. Requests turned away (429) are counted apart.
 func writesByResource(before, after map[string]float64) map[string]float64 {
-	out := map[string]float64{}
-	for k, v := range after {
-		if !strings.HasPrefix(k, "apiserver_request_total{") {
-			continue
-		}
-		verb := label(k, "verb")
-		if verb != "POST" && verb != "PUT" && verb != "PATCH" && verb != "DELETE" && verb != "APPLY" {
-			continue
+	return requestIncrease(before, after, func(k string) (string, bool) {
+		switch label(k, "verb") {
+		case "POST", "PUT", "PATCH", "DELETE", "APPLY":
+		default:
+			return "", false
 		}
 		if !strings.HasPrefix(label(k, "code"), "2") {
-			continue
+			return "", false
 		}
 		res := label(k, "resource")
 		if sub := label(k, "subresource"); sub != "" {
 			res += "/" + sub
 		}
-		if d := v - before[k]; d > 0 {
-			out[res] += d
-		}
-	}
-	return out
+		return res, true
+	})
 }
 
 // readsByResource counts the window's requests other than writes, by
 // verb and resource: what the fleet asks besides its reports.
 func readsByResource(before, after map[string]float64) map[string]float64 {
+	return requestIncrease(before, after, func(k string) (string, bool) {
+		switch verb := label(k, "verb"); verb {
+		case "GET", "LIST", "WATCH":
+			return verb + " " + label(k, "resource"), true
+		}
+		return "", false
+	})
+}
+
+// requestIncrease sums the increase of each apiserver_request_total
+// series between two scrapes under the key its labels give (false:
+// not counted).
+func requestIncrease(before, after map[string]float64, key func(series string) (string, bool)) map[string]float64 {
 	out := map[string]float64{}
 	for k, v := range after {
 		if !strings.HasPrefix(k, "apiserver_request_total{") {
 			continue
 		}
-		verb := label(k, "verb")
-		if verb != "GET" && verb != "LIST" && verb != "WATCH" {
-			continue
-		}
-		if d := v - before[k]; d > 0 {
-			out[verb+" "+label(k, "resource")] += d
+		if name, ok := key(k); ok {
+			if d := v - before[k]; d > 0 {
+				out[name] += d
+			}
 		}
 	}
 	return out
