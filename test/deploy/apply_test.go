@@ -158,15 +158,9 @@ func waitServedFromCache(t *testing.T, cp *testbed.ControlPlane, objs []*unstruc
 		list.SetGroupVersionKind(schema.GroupVersionKind{Group: group, Version: version, Kind: kind + "List"})
 		// resourceVersion "0" is answered from the watch cache only.
 		fromCache := &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}}
-		var err error
-		for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
-			if err = cp.Client.List(context.Background(), list, fromCache); err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("listing %s from the API server's watch cache: %v", o.GetName(), err)
-			}
-		}
+		testbed.Poll(t, 200*time.Millisecond, time.Minute, "listing "+o.GetName()+" from the API server's watch cache", func() error {
+			return cp.Client.List(context.Background(), list, fromCache)
+		})
 	}
 }
 
