@@ -18,6 +18,7 @@
 //   - pace.go: when a status may be written (settled at once, progress
 //     spaced by how many watch it).
 //   - write.go: the status update and its conflict retry.
+//   - echo.go: the last status written, until the cache holds it.
 //   - workloads.go: spec.imagesFrom, resolved through package workloads
 //     (the pure part: which images a workload's template names).
 //   - metrics.go: the controller's Prometheus series.

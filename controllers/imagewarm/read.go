@@ -15,7 +15,9 @@ import (
 )
 
 // imageWarm gets the ImageWarm to reconcile, or nil when it is gone or going,
-// in which case what the reconciler keeps about it is dropped.
+// in which case what the reconciler keeps about it is dropped. Its status
+// is the controller's last write when the cache has not caught up with it
+// (echo.go).
 func (r *Reconciler) imageWarm(ctx context.Context, key types.NamespacedName) (*warmv1.ImageWarm, error) {
 	iw := &warmv1.ImageWarm{}
 	err := r.Client.Get(ctx, key, iw)
@@ -28,6 +30,7 @@ func (r *Reconciler) imageWarm(ctx context.Context, key types.NamespacedName) (*
 	case iw.DeletionTimestamp != nil:
 		return nil, nil
 	}
+	r.own.catchUp(iw)
 	return iw, nil
 }
 
@@ -35,6 +38,7 @@ func (r *Reconciler) imageWarm(ctx context.Context, key types.NamespacedName) (*
 // ImageWarm.
 func (r *Reconciler) forget(key types.NamespacedName) {
 	r.pacer.forget(key)
+	r.own.forget(key)
 	forgetImageWarmNodes(key.Namespace, key.Name)
 }
 

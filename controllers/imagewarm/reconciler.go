@@ -60,6 +60,8 @@ type Reconciler struct {
 	Clock clock.PassiveClock
 
 	pacer *statusPacer
+	// own holds each ImageWarm's last status write until the cache does.
+	own ownWrites
 }
 
 // The controller's RBAC is written by hand in

@@ -270,6 +270,13 @@ func startImageWarmControllerWatching(t *testing.T, cp *testbed.ControlPlane, ki
 // r watches, stopped at cleanup before the control plane.
 func startReconciler(t *testing.T, cp *testbed.ControlPlane, r *Reconciler) {
 	t.Helper()
+	startReconcilerReading(t, cp, r, nil)
+}
+
+// startReconcilerReading is startReconciler with r reading and writing
+// through wrap's client around the manager's, when wrap is not nil.
+func startReconcilerReading(t *testing.T, cp *testbed.ControlPlane, r *Reconciler, wrap func(client.Client) client.Client) {
+	t.Helper()
 	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{
 		Scheme: testbed.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 		Logger: failureLog(t), Cache: CacheOptions(r.WatchedKinds),
@@ -278,6 +285,9 @@ func startReconciler(t *testing.T, cp *testbed.ControlPlane, r *Reconciler) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if wrap != nil {
+		r.Client = wrap(mgr.GetClient())
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)

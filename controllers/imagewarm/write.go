@@ -40,6 +40,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, iw *warmv1.ImageWarm, stat
 	}
 	iw = iw.DeepCopy()
 	iw.Status = status
+	before := iw.ResourceVersion
 	err = r.Client.Status().Update(ctx, iw)
 	switch {
 	case apierrors.IsConflict(err):
@@ -54,6 +55,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, iw *warmv1.ImageWarm, stat
 		return ctrl.Result{}, false, fmt.Errorf("writing the status of ImageWarm %s: %w", key, err)
 	}
 	r.pacer.wrote(key)
+	r.own.record(key, before, iw.ResourceVersion, &status)
 	imageWarmStatusWrites.WithLabelValues(statusWritten).Inc()
 	log.FromContext(ctx).V(1).Info("Wrote ImageWarm status", "matching", status.Nodes.Matching,
 		"ready", status.Nodes.Ready, "pulling", status.Nodes.Pulling, "failed", status.Nodes.Failed,
