@@ -24,6 +24,7 @@ import (
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/controllers/agent"
+	"github.com/warmer-dev/warmer/controllers/agent/plan"
 	"github.com/warmer-dev/warmer/pkg/criclient"
 	"github.com/warmer-dev/warmer/pkg/pullengine"
 )
@@ -59,6 +60,9 @@ type agentFlags struct {
 	startupTaint                string
 	taintDeadline               time.Duration
 	credProviders               credentialProviderFlags
+	verifyPolicy                string
+	verifyAllowlist             []string
+	verification                plan.Verification
 }
 
 func (f *agentFlags) bind(fs *pflag.FlagSet) {
@@ -87,6 +91,8 @@ func (f *agentFlags) bind(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.perImageEvents, "per-image-events", false, "Record the kubelet's per-image events (Pulling, Pulled, Failed, BackOff: up to four per image per node) instead of one Warmed and one summed-up Failed event per ImageWarm and node.")
 	fs.StringVar(&f.startupTaint, "startup-taint", agent.DefaultStartupTaintKey, "Key of the taint a node may register with to take no Pods until its images are warm: the agent removes it from its node once every ImageWarm with startupTaint that selects the node is warm there. Empty: the agent never touches its node's taints.")
 	fs.DurationVar(&f.taintDeadline, "startup-taint-deadline", agent.DefaultStartupTaintDeadline, "Longest a node keeps the --startup-taint after it registered: then the agent removes it, warm or not, with a Warning event.")
+	fs.StringVar(&f.verifyPolicy, "image-verification-policy", string(plan.NeverVerifyPreloadedImages), "Which images the runtime lists count as present for an ImageWarm without a pull under its own credentials, with the kubelet's names for its imagePullCredentialsVerificationPolicy: NeverVerifyPreloadedImages (images this agent did not pull: baked into the node, pulled by the kubelet or another client), NeverVerifyAllowlistedImages (only the repositories of --image-verification-allowlist), NeverVerify (all, but one this agent pulled with another namespace's pull secrets) or AlwaysVerify (none: each costs the registry a manifest request per node).")
+	fs.StringSliceVar(&f.verifyAllowlist, "image-verification-allowlist", nil, "Repositories NeverVerifyAllowlistedImages counts as present without a pull, in the kubelet's form: registry.example/team/app, or a prefix of whole path segments such as registry.example/team/*; no tag or digest.")
 	f.kubelet.bind(fs)
 	f.credProviders.bind(fs)
 	f.commonFlags.bind(fs, ":8080", ":8081")
@@ -114,6 +120,10 @@ func (f *agentFlags) validate() error {
 	}
 	if err := f.validateDisk(); err != nil {
 		return err
+	}
+	var err error
+	if f.verification, err = plan.NewVerification(f.verifyPolicy, f.verifyAllowlist); err != nil {
+		return usagef("--image-verification-policy: %v", err)
 	}
 	if err := f.validateBytes(); err != nil {
 		return err
@@ -276,6 +286,7 @@ func setupAgent(ctx context.Context, mgr ctrl.Manager, cri *criclient.Client, f 
 		// than a failing one.
 		EvictionBackOffInitial: f.backOffInitial,
 		EvictionBackOffMax:     f.backOffMax,
+		Verification:           f.verification,
 		Clock:                  binaryClock,
 		Containers:             cri,
 		AfterPass:              (&memoryReturner{quiet: returnMemoryQuiet, minFree: returnMemoryMinFree, spacing: returnMemorySpacing}).kick,

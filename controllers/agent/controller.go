@@ -127,6 +127,10 @@ type NodeAgent struct {
 	// disk too small for what is asked): one per window, which starts at
 	// the initial value and doubles with each eviction in a row.
 	EvictionBackOffInitial, EvictionBackOffMax time.Duration
+	// Verification is which images the runtime lists count as present
+	// without a pull under an entry's own credentials; the zero value is
+	// the kubelet's default, NeverVerifyPreloadedImages.
+	Verification plan.Verification
 	// AfterPass, when set, is called after every pass, outside it: the
 	// binary's upkeep that follows the agent's work (returning memory to
 	// the OS once the agent is quiet).
@@ -398,6 +402,7 @@ func (a *NodeAgent) gather(ctx context.Context, nw *warmv1.NodeWarm, desired pla
 		Pins: a.pinView(ctx), ContentUnable: a.ContentUnable, Yield: a.Engine.Yielding(),
 		ServedStarts: servedStarts, ServedByImage: servedByImage,
 		EvictionBackOff: plan.BackOff{Initial: a.EvictionBackOffInitial, Max: a.EvictionBackOffMax},
+		Verification:    a.Verification,
 	}, nil
 }
 

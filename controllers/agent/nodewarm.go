@@ -75,7 +75,7 @@ func (a *NodeAgent) readOrCreate(ctx context.Context, node *corev1.Node) (*warmv
 	}
 	a.carry.report.pace.Found(nw.Status)
 	if !a.carry.plan.Seeded() {
-		a.carry.plan = plan.Seed(nw.Status)
+		a.carry.plan = plan.Seed(nw.Status, a.Verification)
 	}
 	return nw, nil
 }

@@ -36,6 +36,14 @@ func entry(t *testing.T, st warmv1.NodeWarmStatus, scope string) warmv1.NodeImag
 	return warmv1.NodeImage{}
 }
 
+// verifyingInput is input with every image verified (AlwaysVerify): the
+// tests of proofs themselves, with no waiver in the way.
+func verifyingInput(warms ...warmv1.ImageWarm) Input {
+	in := input(warms...)
+	in.Verification = Verification{Policy: AlwaysVerify}
+	return in
+}
+
 // scoped is a successful pull of imgA under scope's credentials.
 func scoped(scope string, finished time.Time) pull.Result {
 	res := pulled(imgA, finished)
@@ -76,7 +84,7 @@ func TestEntriesByCredentials(t *testing.T) {
 // them, one pull at a time, and a's refusal leaves b's entry alone.
 func TestVerification(t *testing.T) {
 	warms := []warmv1.ImageWarm{withSecret("a", "app"), withSecret("b", "app"), warm("c", "app", nil, imgA)}
-	in := input(warms...)
+	in := verifyingInput(warms...)
 	in.Runtime = listed(imgA)
 
 	first := Decide(in)
@@ -141,7 +149,7 @@ func wantFailedTold(t *testing.T, in Input, prev Output, why string) {
 // credentials, and what a restarted agent keeps.
 func TestVerificationProofs(t *testing.T) {
 	base := func() Input {
-		in := input(withSecret("a", "app"))
+		in := verifyingInput(withSecret("a", "app"))
 		in.Runtime = listed(imgA)
 		return in
 	}
@@ -178,7 +186,7 @@ func TestVerificationProofs(t *testing.T) {
 		in: func() Input {
 			in := base()
 			in.State = Seed(warmv1.NodeWarmStatus{Images: []warmv1.NodeImage{
-				{Image: imgA, SecretsNamespace: "a", State: warmv1.ImagePresent, Verified: true, Digest: testDigest}}})
+				{Image: imgA, SecretsNamespace: "a", State: warmv1.ImagePresent, Verified: true, Digest: testDigest}}}, in.Verification)
 			return in
 		},
 		present: true,
@@ -187,7 +195,7 @@ func TestVerificationProofs(t *testing.T) {
 		in: func() Input {
 			in := base()
 			in.State = Seed(warmv1.NodeWarmStatus{Images: []warmv1.NodeImage{
-				{Image: imgA, SecretsNamespace: "a", State: warmv1.ImagePresent, Verified: true, Digest: "sha256:" + fmt.Sprintf("%064d", 1)}}})
+				{Image: imgA, SecretsNamespace: "a", State: warmv1.ImagePresent, Verified: true, Digest: "sha256:" + fmt.Sprintf("%064d", 1)}}}, in.Verification)
 			return in
 		},
 	}, {
@@ -195,7 +203,7 @@ func TestVerificationProofs(t *testing.T) {
 		in: func() Input {
 			in := base()
 			in.State = Seed(warmv1.NodeWarmStatus{Images: []warmv1.NodeImage{
-				{Image: imgA, SecretsNamespace: "a", State: warmv1.ImagePresent, Digest: testDigest}}})
+				{Image: imgA, SecretsNamespace: "a", State: warmv1.ImagePresent, Digest: testDigest}}}, in.Verification)
 			return in
 		},
 	}}
@@ -273,23 +281,23 @@ func TestBackOffPerEntry(t *testing.T) {
 // (a pull on containerd would take the pin away), one warmer pinned does
 // not.
 func TestProofsOutliveEntries(t *testing.T) {
-	in := input(withSecret("a", "app"))
+	in := verifyingInput(withSecret("a", "app"))
 	in.Runtime = listed(imgA)
 	in.Results = []pull.Result{scoped("a", t0.Add(-time.Second))}
 	state := Decide(in).State
 
-	gone := input() // the ImageWarm no longer matches
+	gone := verifyingInput() // the ImageWarm no longer matches
 	gone.Runtime, gone.State, gone.Now = listed(imgA), state, t0.Add(time.Minute)
 	state = Decide(gone).State
 
-	back := input(withSecret("a", "app"))
+	back := verifyingInput(withSecret("a", "app"))
 	back.Runtime, back.State, back.Now = listed(imgA), state, t0.Add(2*time.Minute)
 	out := Decide(back)
 	if e := entry(t, out.Status, "a"); e.State != warmv1.ImagePresent || len(out.Pulls) != 0 {
 		t.Errorf("back after a minute: %s, pulls %+v; want Present from the kept proof", e.State, out.Pulls)
 	}
 
-	late := input(withSecret("a", "app"))
+	late := verifyingInput(withSecret("a", "app"))
 	late.Runtime, late.State, late.Now = listed(imgA), Decide(gone).State, t0.Add(proofTTL+2*time.Minute)
 	if out := Decide(late); len(out.Pulls) != 1 {
 		t.Errorf("back after proofTTL: pulls %+v; want a new check", out.Pulls)
@@ -299,12 +307,12 @@ func TestProofsOutliveEntries(t *testing.T) {
 	li := pinned[imgA]
 	li.Pinned = true
 	pinned[imgA] = li
-	byOthers := input(withSecret("a", "app"))
+	byOthers := verifyingInput(withSecret("a", "app"))
 	byOthers.Runtime = pinned
 	if e := entry(t, Decide(byOthers).Status, "a"); e.State != warmv1.ImagePresent {
 		t.Errorf("pinned by someone else: %s; want Present without a pull", e.State)
 	}
-	byWarmer := input(withSecret("a", "app"))
+	byWarmer := verifyingInput(withSecret("a", "app"))
 	byWarmer.Runtime, byWarmer.Pins = pinned, PinView{Mine: map[string]bool{imgA: true}}
 	if out := Decide(byWarmer); len(out.Pulls) != 1 {
 		t.Errorf("pinned by warmer for another entry: pulls %+v; want a check under a's credentials", out.Pulls)
@@ -321,7 +329,7 @@ func TestTagProvesItsDigest(t *testing.T) {
 	elsewhere := "registry.test/other/a:v1"
 	secretDigest := withSecret("s", "digest")
 	secretDigest.Spec.Images = []warmv1.ImageReference{warmv1.ImageReference(byDigest)}
-	in := input(warm("x", "tag", nil, imgA), warm("y", "digest", nil, byDigest), warm("z", "other", nil, elsewhere), secretDigest)
+	in := verifyingInput(warm("x", "tag", nil, imgA), warm("y", "digest", nil, byDigest), warm("z", "other", nil, elsewhere), secretDigest)
 	// The runtime holds one image under all three names.
 	one := pull.PresentImage{ID: "sha256:id-" + imgA, RepoDigest: byDigest, Size: 1 << 20}
 	in.Runtime = runtimeImages{imgA: one, byDigest: one, elsewhere: one}

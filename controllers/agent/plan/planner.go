@@ -70,6 +70,9 @@ type Input struct {
 	// EvictionBackOff spaces the pulls of an image the node keeps
 	// removing.
 	EvictionBackOff BackOff
+	// Verification is which images count as present without a pull
+	// under the entry's own credentials (verification.go).
+	Verification Verification
 	// State is what the previous pass remembered.
 	State State
 }
@@ -155,6 +158,10 @@ type State struct {
 	// and starts matching the node (a label flapping) finds its proof
 	// again instead of asking the registry.
 	proofs map[string]proof
+	// preloaded says, by runtime image ID, whether each wanted image the
+	// runtime lists came to the node by other means than the agent's
+	// pulls, as decided when the agent first saw it (verification.go).
+	preloaded map[string]bool
 }
 
 // proof is what an entry's credentials brought (imageMemory's
@@ -255,6 +262,8 @@ func Decide(in Input) Output {
 	}
 	p.out.State.proofs = make(map[string]proof, len(in.State.proofs))
 	p.proven = map[string]bool{}
+	p.out.State.preloaded = map[string]bool{}
+	p.indexOwners()
 	for key, pr := range in.State.proofs {
 		if in.Now.Sub(pr.used) < proofTTL {
 			p.out.State.proofs[key] = pr
@@ -330,6 +339,8 @@ type planner struct {
 	// fetched: another spelling of the same repository under the same
 	// credentials (a tag and its digest) needs no pull of its own.
 	proven map[string]bool
+	// owned indexes the proofs the pass starts from by image.
+	owned owners
 }
 
 // takeStarted notes when each ImageWarm's warming began.
@@ -429,8 +440,9 @@ type imageView struct {
 	listed        bool
 	listing       pull.PresentImage
 	// verified: the image listed, or freshly pulled, came with the entry's
-	// credentials; present needs it.
-	verified bool
+	// credentials; waived: the operator's policy needs no such proof for
+	// the listed image. Present needs one of them.
+	verified, waived bool
 	// backOff is set while the entry's last failure holds its next pull
 	// back, until retryAt. The engine holds one result per image, so the
 	// entry's own failure says it when another entry's pull came since.
@@ -508,8 +520,9 @@ func (p *planner) pull(w *wantedImage, m imageMemory, v imageView) (diskHeld, ev
 
 // view works out where one entry stands. Its image is present when a pull
 // of it under the entry's credentials succeeded after the runtime was
-// listed, or when the runtime lists the image such a pull brought and no
-// failure is its last word; an image this agent never saw present counts
+// listed, or when the runtime lists the image such a pull brought, or one
+// the operator's verification policy waives, and no failure is its last
+// word; an image this agent never saw present counts
 // only once its pull has returned (the runtime lists an image a moment
 // before). The engine's view counts only when its job, or last result,
 // is under the entry's credentials.
@@ -526,7 +539,8 @@ func (p *planner) view(w *wantedImage, m imageMemory) imageView {
 	pendingProof := v.pending && verifies(*last) && last.ImageRef == v.listing.ID
 	v.verified = v.fresh != nil || (v.listed && (m.verifiedAs(v.listing) || pendingProof || p.pinnedByOthers(w, v.listing) ||
 		p.proven[provenKey(w.scope, w.ref.Name(), v.listing.ID)]))
-	v.present = v.fresh != nil || (v.listed && v.failed == nil && v.verified && (!v.inFlight || m.seen))
+	v.waived = !v.verified && v.listed && p.waived(w, v.listing)
+	v.present = v.fresh != nil || (v.listed && v.failed == nil && (v.verified || v.waived) && (!v.inFlight || m.seen))
 	return v
 }
 
@@ -790,22 +804,37 @@ func (e Event) about(d Desired) Event {
 func (s State) Seeded() bool { return s.images != nil }
 
 // Seed takes each image's state and transition time from the report
-// of an earlier run, so an agent restart does not move them.
-func Seed(st warmv1.NodeWarmStatus) State {
+// of an earlier run, so an agent restart does not move them, and each
+// entry's proof, so it does not ask the registry about every image again.
+// A report with no verified entry at all comes from an agent older than
+// proofs: unless the operator has every image verified, its present
+// entries are taken as proofs of their own credentials, as that agent's
+// pulls brought them; they then also keep those images from counting as
+// preloaded for other namespaces.
+func Seed(st warmv1.NodeWarmStatus, v Verification) State {
 	s := State{images: make(map[string]imageMemory, len(st.Images))}
+	carry := v.Policy != AlwaysVerify && !anyVerified(st.Images)
 	for _, img := range st.Images {
 		m := imageMemory{state: img.State}
 		if img.LastTransitionTime != nil {
 			m.since = *img.LastTransitionTime
 		}
-		// The earlier run's proof, for the image of the same digest: a
-		// restart does not ask the registry about every image again.
-		if img.State == warmv1.ImagePresent && img.Verified {
+		if img.State == warmv1.ImagePresent && (img.Verified || carry) {
 			m.verifiedDigest = img.Digest
 		}
 		s.images[entryKey(img.Image, img.SecretsNamespace)] = m
 	}
 	return s
+}
+
+// anyVerified says whether some entry carries a proof.
+func anyVerified(images []warmv1.NodeImage) bool {
+	for i := range images {
+		if images[i].Verified {
+			return true
+		}
+	}
+	return false
 }
 
 // levelEvent warns, once each time it starts, that the image filesystem's
