@@ -13,7 +13,7 @@ package v1alpha1
 //
 // The grammar is split into rules so that a refusal says in words which part
 // is wrong, rather than quoting one long pattern. Together they accept
-// exactly what that pattern did (TestReferenceLanguage holds them to it).
+// exactly what that pattern did (language_test.go holds them to it).
 // The rules after the first two assume its characters and lack of a scheme,
 // and the last three assume sound slashes, so that one mistake draws one
 // message, not several.
@@ -27,7 +27,7 @@ package v1alpha1
 // +kubebuilder:validation:XValidation:rule="!self.matches('^[]A-Za-z0-9._:/@[-]*$') || self.contains('://') || !self.matches('^[:@]')",message="an image reference starts with the repository name, such as nginx or registry.example/team/app: a tag (:v1) or a digest (@sha256:...) alone is not enough"
 // +kubebuilder:validation:XValidation:rule="!self.matches('^[]A-Za-z0-9._:/@[-]*$') || self.contains('://') || !self.matches('^/|//|/$|/[:@]')",message="the parts of the repository name are separated by single slashes, with none at its start or end"
 // +kubebuilder:validation:XValidation:rule="!self.matches('^[]A-Za-z0-9._:/@[-]*$') || self.contains('://') || self.matches('^[:@/]|//|/$|/[:@]') || !self.matches('^[^/]*[.:[][^/]*/') || self.matches('^((localhost|[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?([.][a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?)+|[[][a-fA-F0-9:]+[]])(:[0-9]+)?|[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?:[0-9]+)/') || self.matches('^[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*/')",message="the registry host, before the first /, must be a DNS name (letters, digits, - and .), localhost or an [IPv6] address, with an optional port of digits after a : (a tag, after the last :, cannot contain /)"
-// +kubebuilder:validation:XValidation:rule="!self.matches('^[]A-Za-z0-9._:/@[-]*$') || self.contains('://') || self.matches('^[:@/]|//|/$|/[:@]') || self.matches('^([^/]*[.:[][^/]*/|localhost/)?[^A-Z:@]*(:[^/@]*)?(@.*)?$')",message="repository names are lower case: only the registry host and the tag may have capitals"
+// +kubebuilder:validation:XValidation:rule="!self.matches('^[]A-Za-z0-9._:/@[-]*$') || self.contains('://') || self.matches('^[:@/]|//|/$|/[:@]') || self.matches('^([^/]*[.:[][^/]*/|localhost/)?[^A-Z@]*(:[^/@]*)?(@.*)?$')",message="repository names are lower case: only the registry host and the tag may have capitals"
 // +kubebuilder:validation:XValidation:rule="!self.matches('^[]A-Za-z0-9._:/@[-]*$') || self.contains('://') || self.matches('^[:@/]|//|/$|/[:@]') || self.matches('^([^/]*[.:[][^/]*/|localhost/)?[a-zA-Z0-9]+(([._]|__|-+)[a-zA-Z0-9]+)*(/[a-zA-Z0-9]+(([._]|__|-+)[a-zA-Z0-9]+)*)*(:[^/@]*)?(@.*)?$')",message="each part of the repository name is letters and digits joined by one ., one or two _, or dashes: it starts and ends with a letter or digit (not a..b, a___b, -app or app-)"
 // +kubebuilder:validation:XValidation:rule="self.matches('^[^@]{1,255}(:[A-Za-z0-9_][A-Za-z0-9_.-]*)?(@.+)?$')",message="the repository name, registry included and tag and digest excluded, must be at most 255 characters"
 type ImageReference string
