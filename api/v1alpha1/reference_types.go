@@ -1,5 +1,12 @@
 package v1alpha1
 
+// ImageReference's grammar is split into rules so that a refusal says in
+// words which part is wrong, rather than quoting one long pattern; together
+// they accept exactly what that pattern did (language_test.go holds them to
+// it). The rules after the first two judge only references of allowed
+// characters without a scheme, and the last three only references whose
+// slashes are sound, so that one mistake draws one message, not several.
+
 // ImageReference is a container image reference as a Pod's image field takes
 // it: [registry[:port]/]repository[:tag][@digest]. A reference with neither tag
 // nor digest means ":latest"; one with both is pulled by its digest.
@@ -10,13 +17,6 @@ package v1alpha1
 // "localhost", so "Library/nginx" is rejected here for its upper-case
 // repository instead of failing on every node. Digests are sha256, sha384 or
 // sha512 with lower-case hex of the right length.
-//
-// The grammar is split into rules so that a refusal says in words which part
-// is wrong, rather than quoting one long pattern. Together they accept
-// exactly what that pattern did (language_test.go holds them to it).
-// The rules after the first two assume its characters and lack of a scheme,
-// and the last three assume sound slashes, so that one mistake draws one
-// message, not several.
 //
 // +kubebuilder:validation:MinLength=1
 // +kubebuilder:validation:MaxLength=512
