@@ -94,7 +94,7 @@ func testInvalidImageWarms(t *testing.T, cp *testbed.ControlPlane) {
 		{"bad expression key", `{"images":["nginx"],"nodeSelector":{"matchExpressions":[{"key":"bad key","operator":"Exists"}]}}`, []string{"spec.nodeSelector.matchExpressions[0].key", msgKeyName}},
 		{"bad expression value", `{"images":["nginx"],"nodeSelector":{"matchExpressions":[{"key":"zone","operator":"In","values":["-a-"]}]}}`, []string{"spec.nodeSelector.matchExpressions[0].values[0]", msgLabelValue}},
 		{"bad matchLabels key", `{"images":["nginx"],"nodeSelector":{"matchLabels":{"bad key":"a"}}}`, []string{"spec.nodeSelector", "matchLabels keys must be valid label keys"}},
-		{"bad matchLabels value", `{"images":["nginx"],"nodeSelector":{"matchLabels":{"zone":"a b"}}}`, []string{"spec.nodeSelector.matchLabels.zone", msgLabelValue}},
+		{"bad matchLabels value", `{"images":["nginx"],"nodeSelector":{"matchLabels":{"zone":"a b"}}}`, []string{"spec.nodeSelector.matchLabels[zone]", msgLabelValue}},
 		{"too many matchLabels", `{"images":["nginx"],"nodeSelector":{"matchLabels":` + labels(33) + `}}`, []string{"spec.nodeSelector.matchLabels", "at most 32"}},
 		{"unknown pullPolicy", `{"images":["nginx"],"pullPolicy":"Never"}`, []string{"spec.pullPolicy", "Unsupported value"}},
 		{"refreshInterval without Always", `{"images":["nginx"],"refreshInterval":"1h"}`, []string{"spec", "refreshInterval is only allowed with pullPolicy Always"}},

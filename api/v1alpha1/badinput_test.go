@@ -132,9 +132,9 @@ var selectorCases = []badInputCase{
 	{"empty matchLabels key", sel(`{"matchLabels":{"":"a"}}`), []string{"spec.nodeSelector", "matchLabels keys must be valid label keys"}},
 	{"matchLabels key too long", sel(`{"matchLabels":{"` + strings.Repeat("k", 64) + `":"a"}}`), []string{"spec.nodeSelector", "matchLabels keys must be valid label keys"}},
 	{"matchLabels value too long", sel(`{"matchLabels":{"zone":"` + strings.Repeat("a", 64) + `"}}`), []string{"spec.nodeSelector.matchLabels.zone", "63"}},
-	{"matchLabels value starting with a dash", sel(`{"matchLabels":{"zone":"-a"}}`), []string{"spec.nodeSelector.matchLabels.zone", msgLabelValue}},
+	{"matchLabels value starting with a dash", sel(`{"matchLabels":{"zone":"-a"}}`), []string{"spec.nodeSelector.matchLabels[zone]", msgLabelValue}},
 	{"matchLabels value not a string", sel(`{"matchLabels":{"zone":1}}`), []string{"spec.nodeSelector.matchLabels.zone", "string"}},
-	{"unicode matchLabels value", sel(`{"matchLabels":{"zone":"zürich"}}`), []string{"spec.nodeSelector.matchLabels.zone", msgLabelValue}},
+	{"unicode matchLabels value", sel(`{"matchLabels":{"zone":"zürich"}}`), []string{"spec.nodeSelector.matchLabels[zone]", msgLabelValue}},
 	{"selector as a string", sel(`"zone=a"`), []string{"spec.nodeSelector", "object"}},
 }
 
