@@ -71,7 +71,7 @@ type ImageWarmSpec struct {
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$')",message="refreshInterval is a duration: numbers each followed by a unit, h, m, s, ms, us or ns, such as 90s, 30m or 1h30m"
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') || duration(self) >= duration('1m')",message="refreshInterval must be at least 1m"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') || duration(self) >= duration('1m')",message="refreshInterval must be at least 1m (and under 2562048h, the longest duration there is)"
 	RefreshInterval *metav1.Duration `json:"refreshInterval,omitempty"`
 
 	// imagePullSecrets name Secrets in this ImageWarm's namespace (of type

@@ -138,12 +138,27 @@ var languages = []language{
 		},
 	},
 	{
+		name: "refresh intervals",
+		accepted: func(s string) bool {
+			d, err := time.ParseDuration(s)
+			return oldDuration.MatchString(s) && err == nil && d >= time.Minute
+		},
+		seeds:    []string{"1m", "1h30m", "0.5h", "60s", "60000ms", "2562047h", "2562048h", "9223372036854775807ns"},
+		alphabet: "019.hmsunµ -+",
+		batch:    1,
+		spec: func(vs []string) string {
+			return `{"images":["nginx"],"pullPolicy":"Always","refreshInterval":` + jsonString(vs[0]) + `}`
+		},
+		index: func(field string) (int, bool) { return 0, field == "spec.refreshInterval" },
+	},
+	{
 		name: "pull timeouts",
 		accepted: func(s string) bool {
 			d, err := time.ParseDuration(s)
 			return oldDuration.MatchString(s) && err == nil && d >= 10*time.Second && d <= 24*time.Hour
 		},
-		seeds:    []string{"10s", "1h30m", "0.5h", "90s", "24h", "1500ms", "2µs", "100us"},
+		seeds: []string{"10s", "1h30m", "0.5h", "90s", "24h", "1500ms", "2µs", "100us", "10000ms", "1440m", "86400s",
+			"99999999999h", "86400000000000ns", "23h59m60s"},
 		alphabet: "019.hmsunµ -+",
 		batch:    1,
 		spec:     func(vs []string) string { return `{"images":["nginx"],"pullTimeout":` + jsonString(vs[0]) + `}` },
