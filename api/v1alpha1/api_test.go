@@ -73,7 +73,7 @@ func testInvalidImageWarms(t *testing.T, cp *testbed.ControlPlane) {
 		{"empty images", `{"images":[]}`, []string{"spec.images", "at least 1"}},
 		{"too many images", `{"images":` + images(101) + `}`, []string{"spec.images", "at most 100"}},
 		{"duplicate image", `{"images":["nginx:1.27","nginx:1.27"]}`, []string{"spec.images[1]", "Duplicate value"}},
-		{"empty reference", `{"images":[""]}`, []string{"spec.images[0]"}},
+		{"empty reference", `{"images":[""]}`, []string{"spec.images[0]", "at least 1 chars long"}},
 		{"upper-case repository", `{"images":["127.0.0.1:5000/Test/app:v1"]}`, []string{"spec.images[0]", msgLowerCase}},
 		{"upper-case Docker Hub repository", `{"images":["Library/nginx"]}`, []string{"spec.images[0]", msgLowerCase}},
 		{"spaces", `{"images":["nginx latest"]}`, []string{"spec.images[0]", msgCharacters}},
