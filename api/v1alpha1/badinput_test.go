@@ -36,45 +36,74 @@ func img(refs ...string) string {
 	return `{"images":` + string(b) + `}`
 }
 
-const match = "should match"
+// The refusals in words, each a fragment of one rule's message in the
+// generated CRD: a user meets these, never a raw pattern.
+const (
+	msgCharacters      = "an image reference holds only ASCII letters, digits and . _ - : / @"
+	msgScheme          = "an image reference has no scheme"
+	msgDigest          = "the digest, after @, must be sha256: and 64, sha384: and 96, or sha512: and 128 lower-case hex digits"
+	msgTag             = "the tag, after the last :, must be 1 to 128 letters, digits, _ . or -"
+	msgStart           = "an image reference starts with the repository name"
+	msgSlashes         = "the parts of the repository name are separated by single slashes"
+	msgHost            = "the registry host, before the first /, must be a DNS name"
+	msgLowerCase       = "repository names are lower case"
+	msgParts           = "each part of the repository name is letters and digits joined by one ., one or two _, or dashes"
+	msgKeySlashes      = "a label key has at most one /"
+	msgKeyName         = "the name of a label key, after the / if it has a prefix, is 1 to 63 letters"
+	msgKeyPrefix       = "the prefix of a label key, before the /, is a DNS subdomain"
+	msgLabelValue      = "a label value is empty or up to 63 letters, digits, -, _ and ., starting and ending with a letter or digit"
+	msgSecretNamespace = "only Secrets in the ImageWarm's own namespace can be used"
+	msgSecretName      = "a Secret's name is lower-case letters, digits, - and ."
+	msgRefreshDuration = "refreshInterval is a duration: numbers each followed by a unit"
+	msgTimeoutDuration = "pullTimeout is a duration: numbers each followed by a unit"
+)
+
+// rawPattern is how the API server words a failed OpenAPI pattern; no
+// refusal of an ImageWarm spec may read so.
+const rawPattern = "should match"
 
 // referenceCases widen api_test.go's reference cases: white space, unicode,
 // digests, tags, separators and lengths at their edges.
 var referenceCases = []badInputCase{
-	{"only a space", img(" "), []string{"spec.images[0]", match}},
-	{"leading space", img(" nginx"), []string{"spec.images[0]", match}},
-	{"trailing space", img("nginx "), []string{"spec.images[0]", match}},
-	{"tab", img("nginx\t:1"), []string{"spec.images[0]", match}},
-	{"newline", img("nginx\n"), []string{"spec.images[0]", match}},
-	{"NUL byte", img("nginx\x00"), []string{"spec.images[0]", match}},
-	{"unicode in tag", img("nginx:1.0ü"), []string{"spec.images[0]", match}},
-	{"unicode registry", img("régistry.example/app"), []string{"spec.images[0]", match}},
-	{"emoji tag", img("nginx:🚀"), []string{"spec.images[0]", match}},
-	{"fullwidth letters", img("ｎｇｉｎｘ"), []string{"spec.images[0]", match}},
-	{"all upper case", img("NGINX"), []string{"spec.images[0]", match}},
-	{"upper case in a later path component", img("team/App:v1"), []string{"spec.images[0]", match}},
-	{"digest without algorithm", img("nginx@" + sha256Hex), []string{"spec.images[0]", match}},
-	{"sha256 digest of 63 hex", img("nginx@sha256:" + sha256Hex[:63]), []string{"spec.images[0]", match}},
-	{"sha256 digest of 65 hex", img("nginx@sha256:" + sha256Hex + "a"), []string{"spec.images[0]", match}},
-	{"non-hex digest", img("nginx@sha256:" + strings.Repeat("z", 64)), []string{"spec.images[0]", match}},
-	{"sha512 digest of sha256 length", img("nginx@sha512:" + sha256Hex), []string{"spec.images[0]", match}},
-	{"two digests", img("nginx@sha256:" + sha256Hex + "@sha256:" + sha256Hex), []string{"spec.images[0]", match}},
-	{"tag after digest", img("nginx@sha256:" + sha256Hex + ":v1"), []string{"spec.images[0]", match}},
-	{"empty tag before digest", img("nginx:@sha256:" + sha256Hex), []string{"spec.images[0]", match}},
-	{"empty digest", img("nginx@"), []string{"spec.images[0]", match}},
-	{"tag starting with a dot", img("nginx:.v1"), []string{"spec.images[0]", match}},
-	{"tag starting with a dash", img("nginx:-v1"), []string{"spec.images[0]", match}},
-	{"slash in tag", img("nginx:v1/x"), []string{"spec.images[0]", match}},
-	{"port not numeric", img("registry.example:abc/app"), []string{"spec.images[0]", match}},
-	{"URL scheme", img("https://registry.example/app"), []string{"spec.images[0]", match}},
-	{"trailing slash", img("nginx/"), []string{"spec.images[0]", match}},
-	{"double colon", img("nginx::v1"), []string{"spec.images[0]", match}},
-	{"component starting with a dash", img("team/-app"), []string{"spec.images[0]", match}},
-	{"component ending with a dash", img("team/app-"), []string{"spec.images[0]", match}},
-	{"two dots in a component", img("team/a..b"), []string{"spec.images[0]", match}},
-	{"three underscores", img("team/a___b"), []string{"spec.images[0]", match}},
-	{"only a tag", img(":v1"), []string{"spec.images[0]", match}},
-	{"only a digest", img("@sha256:" + sha256Hex), []string{"spec.images[0]", match}},
+	{"only a space", img(" "), []string{"spec.images[0]", msgCharacters}},
+	{"leading space", img(" nginx"), []string{"spec.images[0]", msgCharacters}},
+	{"trailing space", img("nginx "), []string{"spec.images[0]", msgCharacters}},
+	{"tab", img("nginx\t:1"), []string{"spec.images[0]", msgCharacters}},
+	{"newline", img("nginx\n"), []string{"spec.images[0]", msgCharacters}},
+	{"NUL byte", img("nginx\x00"), []string{"spec.images[0]", msgCharacters}},
+	{"unicode in tag", img("nginx:1.0ü"), []string{"spec.images[0]", msgCharacters}},
+	{"unicode registry", img("régistry.example/app"), []string{"spec.images[0]", msgCharacters}},
+	{"emoji tag", img("nginx:🚀"), []string{"spec.images[0]", msgCharacters}},
+	{"fullwidth letters", img("ｎｇｉｎｘ"), []string{"spec.images[0]", msgCharacters}},
+	{"all upper case", img("NGINX"), []string{"spec.images[0]", msgLowerCase}},
+	{"upper case in a later path component", img("team/App:v1"), []string{"spec.images[0]", msgLowerCase}},
+	{"digest without algorithm", img("nginx@" + sha256Hex), []string{"spec.images[0]", msgDigest}},
+	{"sha256 digest of 63 hex", img("nginx@sha256:" + sha256Hex[:63]), []string{"spec.images[0]", msgDigest}},
+	{"sha256 digest of 65 hex", img("nginx@sha256:" + sha256Hex + "a"), []string{"spec.images[0]", msgDigest}},
+	{"non-hex digest", img("nginx@sha256:" + strings.Repeat("z", 64)), []string{"spec.images[0]", msgDigest}},
+	{"sha512 digest of sha256 length", img("nginx@sha512:" + sha256Hex), []string{"spec.images[0]", msgDigest}},
+	{"two digests", img("nginx@sha256:" + sha256Hex + "@sha256:" + sha256Hex), []string{"spec.images[0]", msgDigest}},
+	{"tag after digest", img("nginx@sha256:" + sha256Hex + ":v1"), []string{"spec.images[0]", msgDigest}},
+	{"empty tag before digest", img("nginx:@sha256:" + sha256Hex), []string{"spec.images[0]", msgTag}},
+	{"empty digest", img("nginx@"), []string{"spec.images[0]", msgDigest}},
+	{"tag starting with a dot", img("nginx:.v1"), []string{"spec.images[0]", msgTag}},
+	{"tag starting with a dash", img("nginx:-v1"), []string{"spec.images[0]", msgTag}},
+	{"slash in tag", img("nginx:v1/x"), []string{"spec.images[0]", msgHost}},
+	{"port not numeric", img("registry.example:abc/app"), []string{"spec.images[0]", msgHost}},
+	{"URL scheme", img("https://registry.example/app"), []string{"spec.images[0]", msgScheme}},
+	{"trailing slash", img("nginx/"), []string{"spec.images[0]", msgSlashes}},
+	{"double colon", img("nginx::v1"), []string{"spec.images[0]", msgTag}},
+	{"component starting with a dash", img("team/-app"), []string{"spec.images[0]", msgParts}},
+	{"component ending with a dash", img("team/app-"), []string{"spec.images[0]", msgParts}},
+	{"two dots in a component", img("team/a..b"), []string{"spec.images[0]", msgParts}},
+	{"three underscores", img("team/a___b"), []string{"spec.images[0]", msgParts}},
+	{"only a tag", img(":v1"), []string{"spec.images[0]", msgStart}},
+	{"only a digest", img("@sha256:" + sha256Hex), []string{"spec.images[0]", msgStart}},
+	{"scheme with a port", img("http://localhost:5000/app"), []string{"spec.images[0]", msgScheme}},
+	{"host ending with a dash", img("registry-.example:5000/app"), []string{"spec.images[0]", msgHost}},
+	{"IPv6 host without brackets' close", img("[::1:5000/app"), []string{"spec.images[0]", msgHost}},
+	{"colon in a later path component", img("team/app:v1/x"), []string{"spec.images[0]", msgParts}},
+	{"upper case in a tagged repository", img("registry.example/Team/app:v1"), []string{"spec.images[0]", msgLowerCase}},
 	{"reference of 513 characters", img("registry.example/" + strings.Repeat("a", 496)), []string{"spec.images[0]", "512"}},
 	{"repository of 256 characters", img("registry.example/" + strings.Repeat("a", 239) + ":v1"), []string{"spec.images[0]", "at most 255 characters"}},
 	{"null reference", `{"images":[null]}`, []string{"spec.images[0]"}},
@@ -89,10 +118,12 @@ var selectorCases = []badInputCase{
 	{"too many expressions", sel(`{"matchExpressions":[` + strings.TrimSuffix(strings.Repeat(`{"key":"k","operator":"Exists"},`, 17), ",") + `]}`), []string{"spec.nodeSelector.matchExpressions", "at most 16"}},
 	{"too many values", sel(`{"matchExpressions":[{"key":"k","operator":"In","values":[` + strings.TrimSuffix(strings.Repeat(`"v",`, 65), ",") + `]}]}`), []string{"spec.nodeSelector.matchExpressions[0].values", "at most 64"}},
 	{"value too long", sel(`{"matchExpressions":[{"key":"k","operator":"In","values":["` + strings.Repeat("v", 64) + `"]}]}`), []string{"spec.nodeSelector.matchExpressions[0].values[0]", "63"}},
-	{"key name too long", sel(`{"matchExpressions":[{"key":"` + strings.Repeat("k", 64) + `","operator":"Exists"}]}`), []string{"spec.nodeSelector.matchExpressions[0].key", match}},
+	{"key name too long", sel(`{"matchExpressions":[{"key":"` + strings.Repeat("k", 64) + `","operator":"Exists"}]}`), []string{"spec.nodeSelector.matchExpressions[0].key", msgKeyName}},
 	{"empty key", sel(`{"matchExpressions":[{"key":"","operator":"Exists"}]}`), []string{"spec.nodeSelector.matchExpressions[0].key"}},
-	{"upper-case key prefix", sel(`{"matchExpressions":[{"key":"Example.com/zone","operator":"Exists"}]}`), []string{"spec.nodeSelector.matchExpressions[0].key", match}},
-	{"two slashes in key", sel(`{"matchExpressions":[{"key":"a/b/c","operator":"Exists"}]}`), []string{"spec.nodeSelector.matchExpressions[0].key", match}},
+	{"upper-case key prefix", sel(`{"matchExpressions":[{"key":"Example.com/zone","operator":"Exists"}]}`), []string{"spec.nodeSelector.matchExpressions[0].key", msgKeyPrefix}},
+	{"prefix ending with a dot", sel(`{"matchExpressions":[{"key":"example.com./zone","operator":"Exists"}]}`), []string{"spec.nodeSelector.matchExpressions[0].key", msgKeyPrefix}},
+	{"empty key name after a prefix", sel(`{"matchExpressions":[{"key":"example.com/","operator":"Exists"}]}`), []string{"spec.nodeSelector.matchExpressions[0].key", msgKeyName}},
+	{"two slashes in key", sel(`{"matchExpressions":[{"key":"a/b/c","operator":"Exists"}]}`), []string{"spec.nodeSelector.matchExpressions[0].key", msgKeySlashes}},
 	{"NotIn without values", sel(`{"matchExpressions":[{"key":"zone","operator":"NotIn","values":[]}]}`), []string{"spec.nodeSelector.matchExpressions[0]", "values must be non-empty for In and NotIn"}},
 	{"DoesNotExist with values", sel(`{"matchExpressions":[{"key":"zone","operator":"DoesNotExist","values":["a"]}]}`), []string{"spec.nodeSelector.matchExpressions[0]", "absent for Exists and DoesNotExist"}},
 	{"lower-case operator", sel(`{"matchExpressions":[{"key":"zone","operator":"in","values":["a"]}]}`), []string{"spec.nodeSelector.matchExpressions[0].operator", "Unsupported value"}},
@@ -101,25 +132,30 @@ var selectorCases = []badInputCase{
 	{"empty matchLabels key", sel(`{"matchLabels":{"":"a"}}`), []string{"spec.nodeSelector", "matchLabels keys must be valid label keys"}},
 	{"matchLabels key too long", sel(`{"matchLabels":{"` + strings.Repeat("k", 64) + `":"a"}}`), []string{"spec.nodeSelector", "matchLabels keys must be valid label keys"}},
 	{"matchLabels value too long", sel(`{"matchLabels":{"zone":"` + strings.Repeat("a", 64) + `"}}`), []string{"spec.nodeSelector.matchLabels.zone", "63"}},
-	{"matchLabels value starting with a dash", sel(`{"matchLabels":{"zone":"-a"}}`), []string{"spec.nodeSelector.matchLabels.zone", match}},
+	{"matchLabels value starting with a dash", sel(`{"matchLabels":{"zone":"-a"}}`), []string{"spec.nodeSelector.matchLabels[zone]", msgLabelValue}},
 	{"matchLabels value not a string", sel(`{"matchLabels":{"zone":1}}`), []string{"spec.nodeSelector.matchLabels.zone", "string"}},
-	{"unicode matchLabels value", sel(`{"matchLabels":{"zone":"zürich"}}`), []string{"spec.nodeSelector.matchLabels.zone", match}},
+	{"unicode matchLabels value", sel(`{"matchLabels":{"zone":"zürich"}}`), []string{"spec.nodeSelector.matchLabels[zone]", msgLabelValue}},
 	{"selector as a string", sel(`"zone=a"`), []string{"spec.nodeSelector", "object"}},
 }
 
 var secretAndOtherCases = []badInputCase{
 	{"empty secret name", secrets(`[{"name":""}]`), []string{"spec.imagePullSecrets[0].name"}},
 	{"secret without name", secrets(`[{}]`), []string{"spec.imagePullSecrets[0].name", "Required"}},
-	{"secret of another namespace as ns/name", secrets(`[{"name":"other/regcred"}]`), []string{"spec.imagePullSecrets[0].name", match}},
+	{"secret of another namespace as ns/name", secrets(`[{"name":"other/regcred"}]`), []string{"spec.imagePullSecrets[0].name", msgSecretNamespace}},
 	{"secret name too long", secrets(`[{"name":"` + strings.Repeat("a", 254) + `"}]`), []string{"spec.imagePullSecrets[0].name", "253"}},
-	{"upper-case secret name", secrets(`[{"name":"RegCred"}]`), []string{"spec.imagePullSecrets[0].name", match}},
+	{"upper-case secret name", secrets(`[{"name":"RegCred"}]`), []string{"spec.imagePullSecrets[0].name", msgSecretName}},
 	{"secrets as a string", secrets(`"regcred"`), []string{"spec.imagePullSecrets", "array"}},
 	{"priority too low", `{"images":["nginx"],"priority":-1001}`, []string{"spec.priority", "greater than or equal to -1000"}},
 	{"priority not a number", `{"images":["nginx"],"priority":"high"}`, []string{"spec.priority", "integer"}},
 	{"suspend not a boolean", `{"images":["nginx"],"suspend":"yes"}`, []string{"spec.suspend", "boolean"}},
 	{"startupTaint not a boolean", `{"images":["nginx"],"startupTaint":"yes"}`, []string{"spec.startupTaint", "boolean"}},
-	{"pullTimeout without unit", `{"images":["nginx"],"pullTimeout":"10"}`, []string{"spec.pullTimeout", match}},
-	{"negative refreshInterval", `{"images":["nginx"],"pullPolicy":"Always","refreshInterval":"-1h"}`, []string{"spec.refreshInterval", match}},
+	{"pullTimeout without unit", `{"images":["nginx"],"pullTimeout":"10"}`, []string{"spec.pullTimeout", msgTimeoutDuration}},
+	{"pullTimeout in days", `{"images":["nginx"],"pullTimeout":"1d"}`, []string{"spec.pullTimeout", msgTimeoutDuration}},
+	{"pullTimeout with a space", `{"images":["nginx"],"pullTimeout":"10 m"}`, []string{"spec.pullTimeout", msgTimeoutDuration}},
+	{"pullTimeout past any duration", `{"images":["nginx"],"pullTimeout":"99999999999h"}`, []string{"spec.pullTimeout", "pullTimeout must be between 10s and 24h"}},
+	{"refreshInterval past any duration", `{"images":["nginx"],"pullPolicy":"Always","refreshInterval":"2562048h"}`, []string{"spec.refreshInterval", "under 2562048h"}},
+	{"secret name with an underscore", secrets(`[{"name":"reg_cred"}]`), []string{"spec.imagePullSecrets[0].name", msgSecretName}},
+	{"negative refreshInterval", `{"images":["nginx"],"pullPolicy":"Always","refreshInterval":"-1h"}`, []string{"spec.refreshInterval", msgRefreshDuration}},
 	{"lower-case pullPolicy", `{"images":["nginx"],"pullPolicy":"always"}`, []string{"spec.pullPolicy", "Unsupported value"}},
 	{"empty pullPolicy", `{"images":["nginx"],"pullPolicy":""}`, []string{"spec.pullPolicy", "Unsupported value"}},
 }
@@ -209,6 +245,7 @@ func TestAPIBadInput(t *testing.T) {
 		t.Fatalf("only %d bad-input cases", n)
 	}
 	t.Run("accepted edge cases", func(t *testing.T) { testAcceptedEdges(t, cp) })
+	t.Run("the rules accept what the patterns did", func(t *testing.T) { testLanguages(t, cp) })
 	t.Run("a namespace beside a secret name is dropped", func(t *testing.T) { testSecretNamespaceDropped(t, cp) })
 }
 
@@ -226,6 +263,10 @@ func expectInvalid(t *testing.T, cp *testbed.ControlPlane, name string, c badInp
 			t.Errorf("message lacks %q:\n%.600v", w, err)
 		}
 	}
+	if strings.Contains(err.Error(), rawPattern) {
+		t.Errorf("the refusal quotes a pattern instead of saying what is wrong:\n%.600v", err)
+	}
+	t.Logf("refused with: %v", err)
 }
 
 // testAcceptedEdges checks what must pass: a tag with a digest (pulled by the
@@ -240,6 +281,11 @@ func testAcceptedEdges(t *testing.T, cp *testbed.ControlPlane) {
 		{"repository of 255 characters", img("registry.example/" + strings.Repeat("a", 238) + ":v1")},
 		{"reference of 512 characters", img("registry.example/" + strings.Repeat("a", 230) + ":" + strings.Repeat("t", 128) + "@sha512:" + strings.Repeat("c", 128))},
 		{"tag of 128 characters", img("nginx:" + strings.Repeat("t", 128))},
+		{"a dotted first component that is a path, not a host", img("my_team.example/app")},
+		{"IPv6 registry with a port", img("[fe80::1]:5000/app:v1")},
+		{"durations at their bounds", `{"images":["nginx"],"pullTimeout":"10s","pullPolicy":"Always","refreshInterval":"0.5h30m"}`},
+		{"a pullTimeout of 24h in milliseconds", `{"images":["nginx"],"pullTimeout":"86400000ms"}`},
+		{"label keys and values at their edges", sel(`{"matchLabels":{"example.com/Zone_1":""},"matchExpressions":[{"key":"a.b-c/x.y","operator":"In","values":["A","a-b_c.d"]}]}`)},
 		{"minReadyNodes as a number", readiness(`{"minReadyNodes":3}`)},
 		{"minReadyNodes of 0%", readiness(`{"minReadyNodes":"0%"}`)},
 		{"minReadyNodes of 100%", readiness(`{"minReadyNodes":"100%"}`)},

@@ -70,8 +70,8 @@ type ImageWarmSpec struct {
 	// one minute. Only allowed with pullPolicy Always.
 	// +optional
 	// +kubebuilder:validation:Type=string
-	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m')",message="refreshInterval must be at least 1m"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$')",message="refreshInterval is a duration: numbers each followed by a unit, h, m, s, ms, us or ns, such as 90s, 30m or 1h30m"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') || duration(self) >= duration('1m')",message="refreshInterval must be at least 1m (and under 2562048h, the longest duration there is)"
 	RefreshInterval *metav1.Duration `json:"refreshInterval,omitempty"`
 
 	// imagePullSecrets name Secrets in this ImageWarm's namespace (of type
@@ -102,8 +102,8 @@ type ImageWarmSpec struct {
 	// agent's --pull-timeout applies when unset.
 	// +optional
 	// +kubebuilder:validation:Type=string
-	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10s') && duration(self) <= duration('24h')",message="pullTimeout must be between 10s and 24h"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$')",message="pullTimeout is a duration: numbers each followed by a unit, h, m, s, ms, us or ns, such as 90s, 10m or 1h30m"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') || (duration(self) >= duration('10s') && duration(self) <= duration('24h'))",message="pullTimeout must be between 10s and 24h"
 	PullTimeout *metav1.Duration `json:"pullTimeout,omitempty"`
 
 	// startupTaint, when true, makes a selected node that registered with the

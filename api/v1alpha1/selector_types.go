@@ -34,7 +34,7 @@ type LabelSelector = NodeSelector
 // LabelValue is the value of a label: at most 63 alphanumerics, '-',
 // '_' or '.', starting and ending alphanumeric, or empty.
 // +kubebuilder:validation:MaxLength=63
-// +kubebuilder:validation:Pattern=`^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$`
+// +kubebuilder:validation:XValidation:rule="size(self) > 63 || self.matches('^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$')",message="a label value is empty or up to 63 letters, digits, -, _ and ., starting and ending with a letter or digit"
 type LabelValue string
 
 // NodeSelectorRequirement is one label requirement: a key, an operator and,
@@ -46,7 +46,9 @@ type NodeSelectorRequirement struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=317
-	// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="!self.matches('/.*/')",message="a label key has at most one /, between its prefix and its name, such as example.com/zone"
+	// +kubebuilder:validation:XValidation:rule="size(self) == 0 || self.matches('/.*/') || self.matches('^([^/]*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$')",message="the name of a label key, after the / if it has a prefix, is 1 to 63 letters, digits, -, _ and ., starting and ending with a letter or digit"
+	// +kubebuilder:validation:XValidation:rule="self.matches('/.*/') || self.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[^/]*$')",message="the prefix of a label key, before the /, is a DNS subdomain of lower-case letters, digits, - and ., such as example.com"
 	Key string `json:"key"`
 
 	// operator relates the key to the values: In, NotIn, Exists or
@@ -60,7 +62,7 @@ type NodeSelectorRequirement struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MaxLength=63
-	// +kubebuilder:validation:items:Pattern=`^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$`
+	// +kubebuilder:validation:items:XValidation:rule="size(self) > 63 || self.matches('^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$')",message="a label value is empty or up to 63 letters, digits, -, _ and ., starting and ending with a letter or digit"
 	Values []string `json:"values,omitempty"`
 }
 

@@ -55,9 +55,9 @@ func TestClusterLevers(t *testing.T) {
 	}
 	admin := clientAs(t, cp, rest.ImpersonationConfig{}) // a namespace's user with every right: only the policy refuses
 	runChecks(t, admin, []check{
-		{name: "startupTaint, unmarked", want: deniedByPolicy, do: create(plain, "taint", tainted), msg: "labelled warmer.dev/cluster-levers=allowed"},
-		{name: "Pinned, unmarked", want: deniedByPolicy, do: create(plain, "pinned", pinned), msg: "labelled warmer.dev/cluster-levers=allowed"},
-		{name: "control-plane label, unmarked", want: deniedByPolicy, do: create(plain, "cp-label", controlPlane), msg: "control-plane"},
+		{name: "startupTaint, unmarked", want: deniedByPolicy, do: create(plain, "taint", tainted), msg: "namespace " + plain + " is not: leave startupTaint unset, or ask a cluster operator to run kubectl label namespace " + plain + " warmer.dev/cluster-levers=allowed"},
+		{name: "Pinned, unmarked", want: deniedByPolicy, do: create(plain, "pinned", pinned), msg: "namespace " + plain + " is not: use retention Unpinned, or ask a cluster operator to run kubectl label namespace " + plain + " warmer.dev/cluster-levers=allowed"},
+		{name: "control-plane label, unmarked", want: deniedByPolicy, do: create(plain, "cp-label", controlPlane), msg: "namespace " + plain + " is not: select other nodes, or ask a cluster operator to run kubectl label namespace " + plain + " warmer.dev/cluster-levers=allowed"},
 		{name: "control-plane expression, unmarked", want: deniedByPolicy, do: create(plain, "cp-expr", controlPlaneExpr), msg: "control-plane"},
 		{name: "none of them, unmarked", want: allowed, do: create(plain, "plain")},
 		{name: "startupTaint, marked", want: allowed, do: create(marked, "taint", tainted)},
