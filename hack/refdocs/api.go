@@ -22,8 +22,11 @@ const crdDir = "config/crd/bases"
 // messages.
 func writeAPI(w *bytes.Buffer, root string) error {
 	files, err := filepath.Glob(filepath.Join(root, crdDir, "*.yaml"))
-	if err != nil || len(files) == 0 {
-		return fmt.Errorf("no CRDs in %s: %v", crdDir, err)
+	if err != nil {
+		return err
+	}
+	if len(files) == 0 {
+		return fmt.Errorf("no CRDs in %s", crdDir)
 	}
 	slices.Sort(files)
 	header(w, "API reference", "For anyone who writes warmer's objects or reads their status: every field of each kind, its type, bounds and default, and the message the API server answers when a value breaks a rule.",
