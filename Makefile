@@ -39,6 +39,10 @@ manifests: ## Regenerate the CRDs under config/crd/bases (and their copy in the 
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:dir=config/crd/bases
 	cp config/crd/bases/*.yaml charts/warmer/files/crds/
 
+.PHONY: docs
+docs: ## Regenerate the reference pages docs/reference/*.md (API, flags, metrics, reasons) from the code.
+	go run ./hack/refdocs
+
 .PHONY: fmt
 fmt: ## gofmt every Go file.
 	gofmt -w $$(git ls-files '*.go')
@@ -48,10 +52,11 @@ vet: ## go vet every package.
 	go vet ./...
 
 .PHONY: verify
-verify: generate manifests ## Fail when generated files are stale, code is unformatted or vet complains.
-	@if [ -n "$$(git status --porcelain -- api config/crd charts/warmer/files/crds)" ]; then \
-		echo "generated files are stale; run 'make generate manifests' and commit:"; \
-		git status --porcelain -- api config/crd charts/warmer/files/crds; git diff --stat -- api config/crd charts/warmer/files/crds; exit 1; fi
+# docs runs after manifests: api.md is read from the CRDs manifests writes.
+verify: generate manifests docs ## Fail when generated files are stale, code is unformatted or vet complains.
+	@if [ -n "$$(git status --porcelain -- api config/crd charts/warmer/files/crds docs/reference)" ]; then \
+		echo "generated files are stale; run 'make generate manifests docs' and commit:"; \
+		git status --porcelain -- api config/crd charts/warmer/files/crds docs/reference; git diff --stat -- api config/crd charts/warmer/files/crds docs/reference; exit 1; fi
 	@if [ -n "$$(gofmt -l $$(git ls-files '*.go'))" ]; then \
 		echo "gofmt would change:"; gofmt -l $$(git ls-files '*.go'); exit 1; fi
 	go vet ./...

@@ -175,10 +175,17 @@ func (f *agentFlags) validateDisk() error {
 	return nil
 }
 
-func runAgent(args []string, help io.Writer) error {
-	var f agentFlags
+// agentFlagSet is the agent's flag set, bound to f; hack/refdocs lists it
+// in docs/reference/flags.md.
+func agentFlagSet(f *agentFlags, help io.Writer) *pflag.FlagSet {
 	fs := newFlagSet("agent", "warmer agent keeps the images that ImageWarms ask of this node present in its container runtime.", help)
 	f.bind(fs)
+	return fs
+}
+
+func runAgent(args []string, help io.Writer) error {
+	var f agentFlags
+	fs := agentFlagSet(&f, help)
 	if err := parse(fs, args); err != nil {
 		return err
 	}

@@ -108,10 +108,17 @@ func (f *controllerFlags) watchedKinds() ([]warmv1.WorkloadKind, error) {
 	return out, nil
 }
 
-func runController(args []string, help io.Writer) error {
-	var f controllerFlags
+// controllerFlagSet is the controller's flag set, bound to f; hack/refdocs
+// lists it in docs/reference/flags.md.
+func controllerFlagSet(f *controllerFlags, help io.Writer) *pflag.FlagSet {
 	fs := newFlagSet("controller", "warmer controller sums up the nodes' NodeWarm reports in each ImageWarm's status.", help)
 	f.bind(fs)
+	return fs
+}
+
+func runController(args []string, help io.Writer) error {
+	var f controllerFlags
+	fs := controllerFlagSet(&f, help)
 	if err := parse(fs, args); err != nil {
 		return err
 	}

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Where reasons.md reads: the vocabulary and the agent's event
+// constructors (their functions are named event...).
+const (
+	conditionsFile = "api/v1alpha1/conditions.go"
+	eventsDir      = "controllers/agent/plan"
+)
+
+// constGroup is one const declaration of conditions.go: its doc and its
+// names, in order.
+type constGroup struct {
+	doc    string
+	consts []constDoc
+}
+
+type constDoc struct{ ident, value, doc string }
+
+// eventUse is how the agent records one reason as an event.
+type eventUse struct {
+	warning, normal bool
+	makers          []string
+}
+
+// writeReasons writes reasons.md: condition types and reasons as
+// conditions.go groups them, then the reasons of the agent's events.
+func writeReasons(w *bytes.Buffer, root string) error {
+	groups, err := parseConsts(filepath.Join(root, conditionsFile))
+	if err != nil {
+		return err
+	}
+	events, err := eventReasons(filepath.Join(root, eventsDir))
+	if err != nil {
+		return err
+	}
+	values := map[string]constDoc{}
+	for _, g := range groups {
+		for _, c := range g.consts {
+			values[c.ident] = c
+		}
+	}
+	words := wordsOf(values)
+	header(w, "Conditions, reasons and events", "For anyone who reads an ImageWarm's or NodeWarm's conditions, matches reasons in alerts or scripts, or reads `kubectl events`: every condition type and reason warmer sets, and the events the agent records.",
+		conditionsFile+"'s constants and the agent's event constructors ("+eventsDir+")")
+	w.WriteString("\n## Conditions and reasons\n\nA value never changes once released.\n\n")
+	for _, g := range groups {
+		writeGroup(w, g, words)
+	}
+	w.WriteString("\n## Events\n\nThe agent records these events on the ImageWarms that want an image (and some on the Node), as `events.k8s.io` Events.\n\n| Reason | Type | Meaning |\n|---|---|---|\n")
+	idents := slices.Collect(mapKeys(events))
+	for _, ident := range idents {
+		if _, ok := values[ident]; !ok {
+			return fmt.Errorf("%s records %s, which %s does not define", eventsDir, ident, conditionsFile)
+		}
+	}
+	slices.SortFunc(idents, func(a, b string) int { return strings.Compare(values[a].value, values[b].value) })
+	for _, ident := range idents {
+		c := values[ident]
+		fmt.Fprintf(w, "| `%s` | %s | %s |\n", c.value, events[ident].kind(), cell(words.Replace(meaning(c))))
+	}
+	return nil
+}
+
+func (e *eventUse) kind() string {
+	switch {
+	case e.warning && e.normal:
+		return "Normal or Warning"
+	case e.warning:
+		return "Warning"
+	}
+	return "Normal"
+}
+
+// writeGroup writes one declaration: a table under its doc, or for a
+// single constant with a doc of its own, a paragraph.
+func writeGroup(w *bytes.Buffer, g constGroup, words *strings.Replacer) {
+	if len(g.consts) == 1 && g.doc == "" {
+		c := g.consts[0]
+		fmt.Fprintf(w, "### `%s`\n\n%s\n\n", c.value, words.Replace(oneLine(c.doc)))
+		return
+	}
+	title, more, _ := strings.Cut(words.Replace(oneLine(g.doc)), ". ")
+	fmt.Fprintf(w, "### %s\n\n", strings.TrimSuffix(title, "."))
+	if more != "" {
+		fmt.Fprintf(w, "%s\n\n", more)
+	}
+	w.WriteString("| Value | Meaning |\n|---|---|\n")
+	for _, c := range g.consts {
+		fmt.Fprintf(w, "| `%s` | %s |\n", c.value, cell(words.Replace(meaning(c))))
+	}
+	w.WriteString("\n")
+}
+
+// meaning is a constant's doc without the "ReasonX:" it opens with.
+func meaning(c constDoc) string {
+	return oneLine(strings.TrimPrefix(c.doc, c.ident+":"))
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// wordsOf replaces the Go names in docs with the values users see.
+func wordsOf(values map[string]constDoc) *strings.Replacer {
+	idents := slices.Collect(mapKeys(values))
+	// Longest first: ReasonTaintRemovedElsewhere before ReasonTaintRemoved.
+	slices.SortFunc(idents, func(a, b string) int { return len(b) - len(a) })
+	var pairs []string
+	for _, id := range idents {
+		pairs = append(pairs, id, "`"+values[id].value+"`")
+	}
+	return strings.NewReplacer(pairs...)
+}
+
+var exported = regexp.MustCompile(`^(Condition|Reason)`)
+
+// parseConsts reads the Condition and Reason constants of a file, grouped
+// by declaration, with their doc comments.
+func parseConsts(path string) ([]constGroup, error) {
+	f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ParseComments|parser.SkipObjectResolution)
+	if err != nil {
+		return nil, err
+	}
+	var groups []constGroup
+	for _, d := range f.Decls {
+		gd, ok := d.(*ast.GenDecl)
+		if !ok || gd.Tok != token.CONST {
+			continue
+		}
+		g := constGroup{}
+		if gd.Lparen.IsValid() {
+			g.doc = gd.Doc.Text()
+		}
+		for _, s := range gd.Specs {
+			c, err := constOf(s.(*ast.ValueSpec), gd)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", path, err)
+			}
+			if exported.MatchString(c.ident) {
+				g.consts = append(g.consts, c)
+			}
+		}
+		if len(g.consts) > 0 {
+			groups = append(groups, g)
+		}
+	}
+	return groups, nil
+}
+
+func constOf(vs *ast.ValueSpec, gd *ast.GenDecl) (constDoc, error) {
+	if len(vs.Names) != 1 || len(vs.Values) != 1 {
+		return constDoc{}, fmt.Errorf("want one name and one value a line at %s", vs.Names[0].Name)
+	}
+	c := constDoc{ident: vs.Names[0].Name, doc: vs.Doc.Text()}
+	if !gd.Lparen.IsValid() {
+		c.doc = gd.Doc.Text()
+	}
+	lit, ok := vs.Values[0].(*ast.BasicLit)
+	if !ok || lit.Kind != token.STRING {
+		return c, fmt.Errorf("%s: want a string literal", c.ident)
+	}
+	c.value, _ = strconv.Unquote(lit.Value)
+	if strings.TrimSpace(c.doc) == "" {
+		return c, fmt.Errorf("%s has no doc comment to say what it means", c.ident)
+	}
+	return c, nil
+}
