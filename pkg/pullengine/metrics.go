@@ -54,6 +54,7 @@ func sizeBand(size uint64) string {
 type metrics struct {
 	pullDuration  *prometheus.HistogramVec
 	pullsTotal    *prometheus.CounterVec
+	pullCalls     prometheus.Counter
 	pullsInFlight prometheus.Gauge
 	pullsQueued   prometheus.Gauge
 	pullBackOffs  *prometheus.CounterVec
@@ -78,8 +79,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"image_size"}),
 		pullsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "warmer_image_pulls_total",
-			Help: "Pull jobs that ran, by result (success, failure, canceled) and reason (empty on success).",
+			Help: "Pull jobs that ended, by result (success, failure, canceled) and reason (empty on success). A job that another tag's pull of the same image satisfied counts as a success without a call to the runtime: warmer_cri_pull_image_calls_total counts the calls.",
 		}, []string{"result", "reason"}),
+		pullCalls: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "warmer_cri_pull_image_calls_total",
+			Help: "PullImage calls the agent made to the runtime, one per credential tried: each asks the registry for a manifest at least.",
+		}),
 		pullsInFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "warmer_image_pulls_in_flight",
 			Help: "Pulls running now.",
@@ -118,6 +123,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	m.pullDuration = promreg.Register(reg, m.pullDuration)
 	m.pullsTotal = promreg.Register(reg, m.pullsTotal)
+	m.pullCalls = promreg.Register(reg, m.pullCalls)
 	m.pullsInFlight = promreg.Register(reg, m.pullsInFlight)
 	m.pullsQueued = promreg.Register(reg, m.pullsQueued)
 	m.pullBackOffs = promreg.Register(reg, m.pullBackOffs)
@@ -131,6 +137,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 
 // observe records a finished job.
 func (m *metrics) observe(res Result) {
+	m.pullCalls.Add(float64(res.Attempts))
 	switch {
 	case res.Succeeded():
 		m.pullsTotal.WithLabelValues(resultSuccess, "").Inc()

@@ -68,6 +68,9 @@ func TestMetricsRecorded(t *testing.T) {
 	if v := value(t, m.pullsTotal.WithLabelValues(resultFailure, string(pull.ClassNotFound))); v != 1 {
 		t.Errorf("NotFound count %v, want 1", v)
 	}
+	if v := value(t, m.pullCalls); v != 2 {
+		t.Errorf("PullImage calls %v, want 2 (one per pull, with no credentials to try in turn)", v)
+	}
 	if v := value(t, m.pullBackOffs.WithLabelValues(string(pull.ClassNotFound))); v != 1 {
 		t.Errorf("back-offs %v, want 1", v)
 	}
@@ -84,7 +87,7 @@ func TestMetricsRecorded(t *testing.T) {
 	for _, n := range []string{"warmer_image_pull_duration_seconds", "warmer_image_pulls_total", "warmer_image_pulls_in_flight",
 		"warmer_image_pulls_queued", "warmer_image_pull_backoffs_total", "warmer_image_pulled_bytes_total",
 		"warmer_image_fetched_bytes_total", "warmer_image_pull_throughput_bytes_per_second",
-		"warmer_image_pulls_yielding", "warmer_image_pull_yields_total"} {
+		"warmer_image_pulls_yielding", "warmer_image_pull_yields_total", "warmer_cri_pull_image_calls_total"} {
 		if !names[n] {
 			t.Errorf("%s not registered on the registry passed in", n)
 		}
@@ -102,9 +105,9 @@ func TestMetricsShared(t *testing.T) {
 	if v := value(t, a.pulledBytes); v != 3 {
 		t.Errorf("two engines on one registry counted %v bytes, want 3 in one counter", v)
 	}
-	// The seven metrics without labels; the vectors have no series yet.
-	if n := len(gathered(t, reg)); n != 7 {
-		t.Errorf("%d metric families gathered, want 7", n)
+	// The eight metrics without labels; the vectors have no series yet.
+	if n := len(gathered(t, reg)); n != 8 {
+		t.Errorf("%d metric families gathered, want 8", n)
 	}
 	unregistered := newMetrics(nil)
 	unregistered.pulledBytes.Add(5)
