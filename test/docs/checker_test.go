@@ -131,10 +131,18 @@ func TestYAMLBlocks(t *testing.T) {
 		"# needs: a label", // 20
 		"x: y",
 		"```",
+		"```console",
+		"$ cat <<'EOF' | kubectl apply -f -", // 24
+		"kind: ConfigMap",
+		"EOF",
+		"```",
 	}, "\n")
 	blocks := yamlBlocks("f.md", text)
-	if len(blocks) != 3 {
-		t.Fatalf("%d blocks, want 3: %+v", len(blocks), blocks)
+	if len(blocks) != 4 {
+		t.Fatalf("%d blocks, want 4: %+v", len(blocks), blocks)
+	}
+	if here := blocks[3]; here.where != "f.md:24" || len(here.docs) != 1 || here.docs[0].obj["kind"] != "ConfigMap" {
+		t.Errorf("here-document block = %+v", here)
 	}
 	first := blocks[0]
 	if first.where != "f.md:3" || len(first.docs) != 2 || first.docs[0].where != "f.md:4" || first.docs[1].where != "f.md:10" {

@@ -48,15 +48,45 @@ var (
 	separator     = regexp.MustCompile(`^---\s*(#.*)?$`)
 )
 
-// yamlBlocks are the fenced YAML blocks of a Markdown file.
+// yamlBlocks are the fenced YAML blocks of a Markdown file, and the
+// here-documents its shell blocks pipe into kubectl apply or create.
 func yamlBlocks(file, text string) []block {
 	_, fences := splitMarkdown(text)
 	var blocks []block
 	for _, f := range fences {
-		if f.lang != "yaml" && f.lang != "yml" {
+		switch f.lang {
+		case "yaml", "yml":
+			blocks = append(blocks, block{where: fmt.Sprintf("%s:%d", file, f.open), docs: splitDocuments(file, f.body)})
+		case "sh", "shell", "bash", "console", "shell-session":
+			blocks = append(blocks, hereDocuments(file, f.body)...)
+		}
+	}
+	return blocks
+}
+
+// A command that applies a here-document, such as `kubectl apply -f -
+// <<EOF` or `cat <<EOF | kubectl create -f -`; hereDoc captures the
+// delimiter.
+var (
+	kubectlApply = regexp.MustCompile(`\bkubectl\s+(?:\S+\s+)*(?:apply|create)\b`)
+	hereDoc      = regexp.MustCompile(`<<-?\s*['"]?(\w+)['"]?`)
+)
+
+// hereDocuments are the YAML here-documents of a shell block's kubectl
+// commands, each a block named by its command's line.
+func hereDocuments(file string, body []line) []block {
+	var blocks []block
+	for i := 0; i < len(body); i++ {
+		m := hereDoc.FindStringSubmatch(body[i].text)
+		if m == nil || !kubectlApply.MatchString(body[i].text) {
 			continue
 		}
-		blocks = append(blocks, block{where: fmt.Sprintf("%s:%d", file, f.open), docs: splitDocuments(file, f.body)})
+		start := i
+		var lines []line
+		for i++; i < len(body) && strings.TrimSpace(body[i].text) != m[1]; i++ {
+			lines = append(lines, body[i])
+		}
+		blocks = append(blocks, block{where: fmt.Sprintf("%s:%d", file, body[start].n), docs: splitDocuments(file, lines)})
 	}
 	return blocks
 }
