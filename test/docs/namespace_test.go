@@ -92,8 +92,10 @@ func (a *applier) settle(t *testing.T, ns string) {
 		switch {
 		case allowed && err != nil:
 			return fmt.Errorf("a Pinned ImageWarm is refused: %w", err)
+		case !allowed && err == nil:
+			return fmt.Errorf("a Pinned ImageWarm is allowed, not refused by %s", leversPolicy)
 		case !allowed && !denied:
-			return fmt.Errorf("a Pinned ImageWarm is not refused by %s: %v", leversPolicy, err)
+			return fmt.Errorf("a Pinned ImageWarm is refused, but not by %s: %w", leversPolicy, err)
 		}
 		return nil
 	})
