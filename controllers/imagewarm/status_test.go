@@ -71,6 +71,9 @@ func iwFailing(ref string, state warmv1.ImageState, reason, msg string) warmv1.N
 	return i
 }
 
+// iwRetried is i after n failed pulls.
+func iwRetried(i warmv1.NodeImage, n int32) warmv1.NodeImage { i.Attempts = n; return i }
+
 type iwWantCond struct {
 	status metav1.ConditionStatus
 	reason string
@@ -119,6 +122,23 @@ func TestAggregateStatus(t *testing.T) {
 		ready:    iwWantCond{F, warmv1.ReasonNotReporting},
 		progress: iwWantCond{T, warmv1.ReasonNotReporting},
 		degraded: iwWantCond{F, warmv1.ReasonNoFailures},
+	}, {
+		// Every node fails; the agent of n2 reported while a retry was
+		// under way: still a failed node, with its failure's reason.
+		name:  "a retry under way is a failure",
+		iw:    iwNewWarm(1, nil, "nginx"),
+		nodes: []metav1.PartialObjectMetadata{iwNodeMeta("n1"), iwNodeMeta("n2")},
+		reports: []warmv1.NodeWarm{
+			iwReport("n1", iwWebAt(1), iwRetried(iwFailing("nginx", warmv1.ImageBackOff, "Unauthorized", "401"), 3)),
+			iwReport("n2", iwWebAt(1), iwRetried(iwFailing("nginx", warmv1.ImagePulling, "Unauthorized", "401"), 3)),
+		},
+		counts: warmv1.NodeCounts{Matching: 2, Failed: 2},
+		images: []warmv1.ImageFleetStatus{{Image: "nginx", Failed: 2}},
+		failures: []warmv1.NodeFailure{{Node: "n1", Image: "nginx", Reason: "Unauthorized", Message: "401"},
+			{Node: "n2", Image: "nginx", Reason: "Unauthorized", Message: "401"}},
+		ready:    iwWantCond{F, warmv1.ReasonNodesFailed},
+		progress: iwWantCond{F, warmv1.ReasonNodesFailed},
+		degraded: iwWantCond{T, warmv1.ReasonPullFailed},
 	}, {
 		name:     "stale generation",
 		iw:       iwNewWarm(3, nil, "nginx"),

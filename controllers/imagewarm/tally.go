@@ -156,7 +156,7 @@ func (t *warmTally) addNode(node string, since metav1.Time, nw *warmv1.NodeWarm)
 			// Not a failure of the image: this node can never hold it.
 			t.images[i].Unsupported++
 			ready, unsupported = false, true
-		case e != nil && (e.State == warmv1.ImageFailed || e.State == warmv1.ImageBackOff):
+		case e != nil && (e.State == warmv1.ImageFailed || e.State == warmv1.ImageBackOff || retrying(e)):
 			t.images[i].Failed++
 			t.addFailure(node, i, e)
 			if !failed {
@@ -214,6 +214,16 @@ func (t *warmTally) takeEntries(nw *warmv1.NodeWarm) {
 			t.entries[s] = e
 		}
 	}
+}
+
+// retrying says whether an entry is the retry of a failing pull, queued
+// or under way: its last pull failed and none has succeeded since. It
+// counts as failed until one does, as the entries between its retries
+// (BackOff) do: otherwise a fleet whose every node fails would show a
+// node pulling whenever an agent's report caught a retry.
+func retrying(e *warmv1.NodeImage) bool {
+	return e.Attempts > 0 && (e.State == warmv1.ImagePulling || e.State == warmv1.ImageQueued) &&
+		e.Reason != warmv1.ReasonWaitingForRollout
 }
 
 // failureReason is a failed entry's reason, its state when it has none.

@@ -133,3 +133,21 @@ func TestFailuresNoteBound(t *testing.T) {
 		t.Errorf("note of %d bytes %q: want under %d with the node's name, the counts, each named image's cause and how many more", len(n), n, MaxEventNote)
 	}
 }
+
+// TestRetrySaysItsFailure: the retry of a failing pull, under way, keeps
+// the failure it retries in its entry (reason and message), so the
+// ImageWarm counts the node as failed for that reason until the retry
+// ends, not as pulling.
+func TestRetrySaysItsFailure(t *testing.T) {
+	in := verifyingInput(warm("ns", "app", nil, imgA))
+	refused := failedPull(imgA, pull.ClassUnauthorized, t0.Add(-time.Minute))
+	in.Results = []pull.Result{refused}
+	in.Engine[imgA] = backingOff(refused)
+	first := Decide(in)
+	in.State, in.Now, in.Results = first.State, t0.Add(time.Second), nil
+	in.Engine[imgA] = pull.Status{Image: imgA, Ref: imgA, State: pull.StatePulling, Last: &refused}
+	e := entry(t, Decide(in).Status, "")
+	if e.State != warmv1.ImagePulling || e.Reason != string(pull.ClassUnauthorized) || e.Message == "" || e.Attempts != 1 {
+		t.Errorf("retry under way: %+v; want Pulling, saying Unauthorized, after 1 attempt", e)
+	}
+}

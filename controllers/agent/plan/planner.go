@@ -667,6 +667,10 @@ func (p *planner) imageStatus(key string, w *wantedImage, m imageMemory, v image
 		p.soon(diskRetry)
 	case v.inFlight:
 		img.State, img.Progress = engineState(v.eng.State), imageProgress(v.eng)
+		if v.failed != nil && m.failures > 0 {
+			// A retry: the failure it retries stays said until it ends.
+			img.Reason, img.Message = string(v.failed.Class), statusMessage(v.failed.Message)
+		}
 	case v.backOff && v.failed != nil:
 		img.State, img.Reason, img.Message = warmv1.ImageBackOff, string(v.failed.Class), statusMessage(v.failed.Message)
 		p.soon(v.retryAt.Sub(p.in.Now))

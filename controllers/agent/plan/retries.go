@@ -40,8 +40,8 @@ func retriesAsWritten(written, st warmv1.NodeWarmStatus) (folded warmv1.NodeWarm
 
 // retryOnly says whether s, an image's entry now, differs from w, its
 // entry as written while its pull was failing (BackOff), by a retry
-// alone: the retry waiting or under way (Queued with no reason, or
-// Pulling), or failed again for the same reason, with more attempts and a
+// alone: the retry waiting or under way (Queued with no reason or the
+// failure's, or Pulling), or failed again for the same reason, with more attempts and a
 // newer transition time, its other fields as written. A retry that
 // succeeds, or fails another way, is news.
 func retryOnly(w, s warmv1.NodeImage) bool {
@@ -49,7 +49,7 @@ func retryOnly(w, s warmv1.NodeImage) bool {
 		return false
 	}
 	switch {
-	case s.State == warmv1.ImagePulling, s.State == warmv1.ImageQueued && s.Reason == "":
+	case s.State == warmv1.ImagePulling, s.State == warmv1.ImageQueued && (s.Reason == "" || s.Reason == w.Reason):
 	case s.State == warmv1.ImageBackOff && s.Reason == w.Reason:
 	default:
 		return false
