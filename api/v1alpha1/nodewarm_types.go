@@ -112,8 +112,10 @@ type NodeImage struct {
 	SecretsNamespace string `json:"secretsNamespace,omitempty"`
 	// verified is true once this agent pulled the image with the entry's
 	// credentials (for an image whose layers are there, a manifest
-	// request): only then is a Present entry present for its ImageWarms.
-	// A restarted agent trusts it for the image of the same digest.
+	// request). A Present entry without it counts under the agent's
+	// --image-verification-policy: an image the agent never pulled (the
+	// default), or one on its allowlist. A restarted agent trusts it for
+	// the image of the same digest.
 	// +optional
 	Verified bool `json:"verified,omitempty"`
 	// state is Present, Pulling, Queued, BackOff, Failed or Skipped.
