@@ -94,6 +94,7 @@ func TestInstall(t *testing.T) {
 		t.Errorf("after helm upgrade --set controller.replicas=1: %v, replicas %v", err, deploy.Spec.Replicas)
 	}
 
+	cp.WaitCRDsCached(t)
 	if _, err := cp.Helm(t, "uninstall", release, "--namespace", ns, "--wait"); err != nil {
 		t.Fatal(err)
 	}
@@ -105,6 +106,7 @@ func TestInstall(t *testing.T) {
 // take over objects another tool made.
 func removeCRDs(t *testing.T, cp *testbed.ControlPlane) {
 	t.Helper()
+	cp.WaitCRDsCached(t)
 	var crds []*unstructured.Unstructured
 	for _, name := range []string{"imagewarms.warmer.dev", "nodewarms.warmer.dev", "rolloutbounds.warmer.dev"} {
 		crd := &unstructured.Unstructured{}

@@ -8,9 +8,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/warmer-dev/warmer/test/testbed"
@@ -102,7 +100,7 @@ func TestApply(t *testing.T) {
 
 	// No namespace controller runs here, so the namespace stays
 	// Terminating; everything cluster-scoped must go.
-	waitServedFromCache(t, cp, objs)
+	cp.WaitCRDsCached(t)
 	mustKubectl(t, cp, "delete", "-k", configDir(t, "default"), "--ignore-not-found", "--wait=false")
 	waitGone(t, cp, objs)
 }
@@ -133,35 +131,6 @@ func get(cp *testbed.ControlPlane, o *unstructured.Unstructured) error {
 		key.Namespace = o.GetNamespace()
 	}
 	return cp.Client.Get(context.Background(), key, live)
-}
-
-// waitServedFromCache waits until the API server's watch cache serves
-// each CustomResourceDefinition's instances. A CRD deleted before that
-// waits on the API server's own finalizer, which fails to list instances
-// from a cache still initializing ("storage is (re)initializing") and
-// retries with a back-off that grew past two minutes in one cold CI run;
-// a user deleting right after installing could see the same.
-func waitServedFromCache(t *testing.T, cp *testbed.ControlPlane, objs []*unstructured.Unstructured) {
-	t.Helper()
-	for _, o := range objs {
-		if o.GetKind() != "CustomResourceDefinition" {
-			continue
-		}
-		group, _, _ := unstructured.NestedString(o.Object, "spec", "group")
-		kind, _, _ := unstructured.NestedString(o.Object, "spec", "names", "kind")
-		versions, _, _ := unstructured.NestedSlice(o.Object, "spec", "versions")
-		if len(versions) == 0 {
-			t.Fatalf("CustomResourceDefinition/%s has no versions", o.GetName())
-		}
-		version, _, _ := unstructured.NestedString(versions[0].(map[string]any), "name")
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(schema.GroupVersionKind{Group: group, Version: version, Kind: kind + "List"})
-		// resourceVersion "0" is answered from the watch cache only.
-		fromCache := &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}}
-		testbed.Poll(t, 200*time.Millisecond, time.Minute, "listing "+o.GetName()+" from the API server's watch cache", func() error {
-			return cp.Client.List(context.Background(), list, fromCache)
-		})
-	}
 }
 
 // waitGone waits until the cluster-scoped objects of objs are deleted.
