@@ -138,7 +138,7 @@ func makeRelease(t *testing.T, version, registry string) releaseArtifacts {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile(`(?m)^ +image: (` + regexp.QuoteMeta(registry) + `/warmer@sha256:[0-9a-f]{64})$`).FindAllSubmatch(install, -1)
+	m := regexp.MustCompile(`(?m)^ +image: (`+regexp.QuoteMeta(registry)+`/warmer@sha256:[0-9a-f]{64})$`).FindAllSubmatch(install, -1)
 	if len(m) != 2 || string(m[0][1]) != string(m[1][1]) {
 		t.Fatalf("install.yaml of %s runs %q, want one image by digest in both workloads", version, m)
 	}
