@@ -74,6 +74,11 @@ func testReleaseKubectl(t *testing.T, earlier, current releaseArtifacts, warm *w
 	created := createImageWarm(t, warm)
 	waitImageWarmReady(t, warm.Name)
 	seen := len(proxy.Requests())
+	// The count below means something only if the first pull went through
+	// the proxy.
+	if gets := countGets(proxy.Requests()); gets == 0 {
+		t.Fatalf("the ImageWarm is Ready with no GET through the proxy: is its image %s pulled from elsewhere?", warm.Spec.Images[0])
+	}
 
 	kubectl(t, "apply", "-k", after)
 	waitRolledOut(t, current.image)
@@ -88,15 +93,25 @@ func testReleaseKubectl(t *testing.T, earlier, current releaseArtifacts, warm *w
 	if kept.UID != created.UID {
 		t.Errorf("ImageWarm %s was replaced by the upgrade: uid %s, was %s", warm.Name, kept.UID, created.UID)
 	}
-	for _, r := range proxy.Requests()[seen:] {
-		if r.Method == "GET" {
-			t.Errorf("after the upgrade the image was fetched again: %s %s", r.Method, r.Path)
-		}
+	if again := proxy.Requests()[seen:]; countGets(again) > 0 {
+		t.Errorf("after the upgrade the image was fetched again: %+v", again)
 	}
 
 	kubectl(t, "delete", "-f", filepath.Join(after, "install.yaml"), "--timeout=3m")
 	checkUninstalled(t, "-k", after)
 	checkClusterScopedGone(t, current)
+}
+
+// countGets counts the GET requests among rs: fetches of a manifest or a
+// blob (a HEAD only asks whether one exists).
+func countGets(rs []faults.ProxyRequest) int {
+	n := 0
+	for _, r := range rs {
+		if r.Method == "GET" {
+			n++
+		}
+	}
+	return n
 }
 
 // testReleaseHelm installs current's chart from the registry, the
