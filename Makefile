@@ -146,10 +146,14 @@ demo: testbed-sim ## Bring up the local sandbox (kube-apiserver, a registry, two
 
 ##@ Deployment
 
+# Where releases go: the image REGISTRY/warmer, the chart
+# oci://REGISTRY/charts/warmer.
+REGISTRY ?= ghcr.io/warmer-dev
+
 # The image docker-build and image make, and docker-push pushes.
 # config/default runs the release named in it (set-release); an overlay's
 # `images:` picks another.
-IMG ?= ghcr.io/warmer-dev/warmer:$(VERSION)
+IMG ?= $(REGISTRY)/warmer:$(VERSION)
 
 # The OCI tarball `make image` writes, and the commit's time it stamps as
 # the images' creation time (so a commit always gives the same digest).
@@ -186,10 +190,22 @@ docker-push: ## Push the image IMG (needs docker, logged in to the registry).
 
 # RELEASE: the version a release installs, as vX.Y.Z or vX.Y.Z-pre.
 .PHONY: set-release
-set-release: ## Set the image tag config/default and the chart install (RELEASE=vX.Y.Z), as part of a release.
+set-release: ## Set the version config/default and the chart install by default (RELEASE=vX.Y.Z), before tagging a release.
 	@[[ "$(RELEASE)" =~ ^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$$ ]] || { echo "set-release: want RELEASE=vX.Y.Z[-pre], got '$(RELEASE)'" >&2; exit 1; }
 	sed -i -E 's/^(    newTag: ).*/\1$(RELEASE)/' config/default/kustomization.yaml
-	sed -i -E 's/^appVersion: .*/appVersion: "$(RELEASE)"/' charts/warmer/Chart.yaml
+	sed -i -E 's/^appVersion: .*/appVersion: "$(RELEASE)"/; s/^version: .*/version: $(patsubst v%,%,$(RELEASE))/' charts/warmer/Chart.yaml
+
+# The folder make release writes and make publish pushes from.
+DIST ?= dist
+
+.PHONY: release
+release: ## Write DIST (VERSION=vX.Y.Z): install.yaml and the Helm chart pinning REGISTRY/warmer by digest, the image index (OCI tarball), SBOMs, SHA256SUMS; reproducible from the commit.
+	rm -rf $(DIST)
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) go run ./hack/release build --version $(VERSION) --registry $(REGISTRY) --dist $(DIST) --platforms $(IMAGE_PLATFORMS)
+
+.PHONY: publish
+publish: ## Push what make release wrote (VERSION, REGISTRY as given to it): the image index to REGISTRY/warmer:VERSION, the chart to oci://REGISTRY/charts.
+	helm="$$(hack/install-helm.sh)/helm"; go run ./hack/release publish --version $(VERSION) --registry $(REGISTRY) --dist $(DIST) --platforms $(IMAGE_PLATFORMS) --helm "$$helm"
 
 # The overlay `make deploy IMG=...` writes and applies: config/default
 # running IMG (hack/deploy-overlay.sh).

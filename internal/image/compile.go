@@ -40,6 +40,17 @@ func goEnv(p v1.Platform) []string {
 		"GOAMD64=v1", "GOARM64=v8.0")
 }
 
+// Compile builds the binary for p into dir, as Build does, and returns its
+// path: for a caller that needs the binaries themselves (make release
+// describes each in an SBOM) before Assemble makes the index.
+func Compile(ctx context.Context, opts Options, p v1.Platform, dir string) (string, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return "", err
+	}
+	return compile(ctx, opts, p, dir)
+}
+
 // compile builds the binary for p into dir and returns its path.
 func compile(ctx context.Context, opts Options, p v1.Platform, dir string) (string, error) {
 	out := filepath.Join(dir, "warmer-"+p.OS+"-"+p.Architecture)
