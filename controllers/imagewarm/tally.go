@@ -156,7 +156,7 @@ func (t *warmTally) addNode(node string, since metav1.Time, nw *warmv1.NodeWarm)
 			// Not a failure of the image: this node can never hold it.
 			t.images[i].Unsupported++
 			ready, unsupported = false, true
-		case e != nil && (e.State == warmv1.ImageFailed || e.State == warmv1.ImageBackOff || retrying(e)):
+		case failing(e):
 			t.images[i].Failed++
 			t.addFailure(node, i, e)
 			if !failed {
@@ -214,6 +214,12 @@ func (t *warmTally) takeEntries(nw *warmv1.NodeWarm) {
 			t.entries[s] = e
 		}
 	}
+}
+
+// failing says whether an entry's image failed to pull on the node, and
+// has not been pulled since: failed, backing off, or being retried.
+func failing(e *warmv1.NodeImage) bool {
+	return e != nil && (e.State == warmv1.ImageFailed || e.State == warmv1.ImageBackOff || retrying(e))
 }
 
 // retrying says whether an entry is the retry of a failing pull, queued
