@@ -51,6 +51,10 @@ type Engine struct {
 	log     logr.Logger
 	started bool
 	stopped bool
+
+	// yieldSpent is set once yielding has lasted yieldHoldMax: it holds
+	// no pull back until it ends (yield.go).
+	yieldSpent bool
 }
 
 // New returns an engine pulling through svc. Call Start to run pulls;

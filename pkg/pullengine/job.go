@@ -62,6 +62,9 @@ type job struct {
 	// image; counted is how much of what it fetched the metrics have.
 	ended, succeeded bool
 	counted          int64
+	// pauses is how many times its image's pull was paused to yield
+	// (yield.go); its successor carries it on.
+	pauses int
 }
 
 func (e *Engine) newJob(ref imageref.Reference, req Request, creds []Credential, bkey string) *job {

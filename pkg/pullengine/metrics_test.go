@@ -84,7 +84,7 @@ func TestMetricsRecorded(t *testing.T) {
 	for _, n := range []string{"warmer_image_pull_duration_seconds", "warmer_image_pulls_total", "warmer_image_pulls_in_flight",
 		"warmer_image_pulls_queued", "warmer_image_pull_backoffs_total", "warmer_image_pulled_bytes_total",
 		"warmer_image_fetched_bytes_total", "warmer_image_pull_throughput_bytes_per_second",
-		"warmer_image_pulls_yielding", "warmer_image_pull_yields_total"} {
+		"warmer_image_pulls_yielding", "warmer_image_pull_yields_total", "warmer_image_pull_pauses_total"} {
 		if !names[n] {
 			t.Errorf("%s not registered on the registry passed in", n)
 		}
@@ -102,9 +102,9 @@ func TestMetricsShared(t *testing.T) {
 	if v := value(t, a.pulledBytes); v != 3 {
 		t.Errorf("two engines on one registry counted %v bytes, want 3 in one counter", v)
 	}
-	// The seven metrics without labels; the vectors have no series yet.
-	if n := len(gathered(t, reg)); n != 7 {
-		t.Errorf("%d metric families gathered, want 7", n)
+	// The eight metrics without labels; the vectors have no series yet.
+	if n := len(gathered(t, reg)); n != 8 {
+		t.Errorf("%d metric families gathered, want 8", n)
 	}
 	unregistered := newMetrics(nil)
 	unregistered.pulledBytes.Add(5)
