@@ -127,7 +127,7 @@ func foreign(ingests []content.Ingest, mine map[string]bool, now time.Time) map[
 // this one alone when sure (every pull of the engine's has its manifest
 // found: one whose manifest is not found yet writes blobs it cannot tell
 // from others' for a moment), and lasts while any is seen.
-func (e *Engine) yieldTo(now, last map[string]bool, sure bool, at time.Time) {
+func (e *Engine) yieldTo(ctx context.Context, now, last map[string]bool, sure bool, at time.Time) {
 	n := 0
 	for d := range now {
 		if last[d] || sure {
@@ -139,16 +139,18 @@ func (e *Engine) yieldTo(now, last map[string]bool, sure bool, at time.Time) {
 	n = max(n, len(now))
 	changed, paused := e.setYieldLocked(on, n, at)
 	e.mu.Unlock()
+	e.pause(ctx, paused)
 	if changed {
-		e.yieldChanged(on, n, paused)
+		e.yieldChanged(on, n, len(paused))
 	}
 }
 
 // setYieldLocked turns yielding on or off (to blobs, since at); as it
-// starts in a pausing mode it pauses the running pulls. Once it has
-// lasted yieldHoldMax it holds pulls back no longer (holdingLocked). It
-// says whether it changed, and how many pulls it paused.
-func (e *Engine) setYieldLocked(on bool, blobs int, at time.Time) (changed bool, paused int) {
+// starts in a pausing mode it marks the running pulls paused, for the
+// caller to stop outside the lock (pause). Once it has lasted
+// yieldHoldMax it holds pulls back no longer (holdingLocked). It says
+// whether it changed, and returns the pulls to pause.
+func (e *Engine) setYieldLocked(on bool, blobs int, at time.Time) (changed bool, paused []*job) {
 	was := e.yield.On
 	switch {
 	case on && !was:
@@ -222,8 +224,9 @@ func (e *Engine) yieldFirst(ctx context.Context, j *job) bool {
 	e.handBackLocked(j)
 	changed, paused := e.setYieldLocked(true, len(f), now)
 	e.mu.Unlock()
+	e.pause(ctx, paused)
 	if changed {
-		e.yieldChanged(true, len(f), paused)
+		e.yieldChanged(true, len(f), len(paused))
 	}
 	return true
 }
@@ -247,11 +250,11 @@ func (e *Engine) handBackLocked(j *job) {
 	e.metrics.pullsQueued.Inc()
 }
 
-// pauseRunningLocked stops the running pulls not paused maxPauses times
-// already, and queues each again, to start when yielding ends; it says
-// how many it paused.
-func (e *Engine) pauseRunningLocked() int {
-	n := 0
+// pauseRunningLocked marks the running pulls not paused maxPauses times
+// already as paused, each with a successor queued when it ends, and
+// returns them for pause to stop.
+func (e *Engine) pauseRunningLocked() []*job {
+	var out []*job
 	for _, j := range e.jobs {
 		if !j.running || j.notWanted || j.ended || j.pauses >= maxPauses {
 			continue
@@ -259,11 +262,22 @@ func (e *Engine) pauseRunningLocked() int {
 		again := &job{ref: j.ref, priority: j.priority, timeout: j.timeout, creds: j.creds, backoffKey: j.backoffKey,
 			tag: j.tag, seq: j.seq, index: -1, pauses: j.pauses + 1}
 		j.notWanted, j.successor = true, again
-		j.cancel(errYield)
 		e.metrics.pauses.Inc()
-		n++
+		out = append(out, j)
 	}
-	return n
+	return out
+}
+
+// pause stops the pulls marked paused, once their partial blobs are held
+// for their successors (keep.go).
+func (e *Engine) pause(ctx context.Context, jobs []*job) {
+	if len(jobs) == 0 {
+		return
+	}
+	e.keep(ctx, jobs)
+	for _, j := range jobs {
+		j.cancel(errYield)
+	}
 }
 
 func boolGauge(b bool) float64 {
