@@ -92,7 +92,8 @@ func runBesideWarm(b *testing.B, s *besideWarm) {
 	}
 	// "default" runs the agent without --yield-to-kubelet: pause.
 	modes := []string{"idle", "off", "wait", "default"}
-	times, warms, extras := map[string][]time.Duration{}, map[string][]time.Duration{}, map[string][]float64{}
+	times, warms := map[string][]time.Duration{}, map[string][]time.Duration{}
+	extras, pauses := map[string][]float64{}, map[string][]float64{}
 	for b.Loop() {
 		for _, mode := range modes {
 			if s.fresh != nil {
@@ -104,9 +105,10 @@ func runBesideWarm(b *testing.B, s *besideWarm) {
 				times[mode] = append(times[mode], s.podPull())
 				continue
 			}
-			pod, warm := s.pullBesideAgent(b, mode)
+			pod, warm, paused := s.pullBesideAgent(b, mode)
 			times[mode] = append(times[mode], pod)
 			warms[mode] = append(warms[mode], warm)
+			pauses[mode] = append(pauses[mode], paused)
 			extras[mode] = append(extras[mode], float64(s.link.Sent()-sent-s.bytes)/1e6)
 		}
 	}
@@ -122,15 +124,17 @@ func runBesideWarm(b *testing.B, s *besideWarm) {
 		w, x := median(warms[mode]), median(extras[mode])
 		b.ReportMetric(w.Seconds(), "s-warm-"+mode)
 		b.ReportMetric(x, "MB-refetched-"+mode)
-		b.Logf("%-8s warm of ten %v (rounds %v), link carried %.1f MB beyond the images (rounds %.1f)", mode, w.Round(10*time.Millisecond), warms[mode], x, extras[mode])
+		b.ReportMetric(median(pauses[mode]), "pauses-"+mode)
+		b.Logf("%-8s warm of ten %v (rounds %v), link carried %.2f MB beyond the images (rounds %.2f), warm pulls paused %v", mode,
+			w.Round(10*time.Millisecond), warms[mode], x, extras[mode], pauses[mode])
 	}
 }
 
 // pullBesideAgent starts an agent in mode, warms the ten images, times the
 // pod's pull once three warm pulls are under way, and waits for the ten
-// to be in. It returns the pod's pull time and the warm's, from the
-// ImageWarm's creation.
-func (s *besideWarm) pullBesideAgent(b *testing.B, mode string) (pod, warm time.Duration) {
+// to be in. It returns the pod's pull time, the warm's from the
+// ImageWarm's creation, and how many warm pulls the agent paused.
+func (s *besideWarm) pullBesideAgent(b *testing.B, mode string) (pod, warm time.Duration, paused float64) {
 	flags := s.agentFlags
 	if mode != "default" {
 		flags = append([]string{"--yield-to-kubelet=" + mode}, flags...)
@@ -165,10 +169,9 @@ func (s *besideWarm) pullBesideAgent(b *testing.B, mode string) (pod, warm time.
 		return nil
 	})
 	warm = time.Since(start)
-	m := scrape(b, metrics)
-	b.Logf("%-8s yields %v, pauses %v", mode, sumSamples(m, "warmer_image_pull_yields_total"), sumSamples(m, "warmer_image_pull_pauses_total"))
+	paused = sumSamples(scrape(b, metrics), "warmer_image_pull_pauses_total")
 	if err := s.cp.Client.Delete(context.Background(), iw); err != nil {
 		b.Fatal(err)
 	}
-	return pod, warm
+	return pod, warm, paused
 }
