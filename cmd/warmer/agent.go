@@ -87,7 +87,7 @@ func (f *agentFlags) bind(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.retryInterval, "status-retry-interval", time.Minute, "Least time between two NodeWarm writes for which only retries of failing pulls moved (their attempts, a retry under way, the same failure again); a retry that succeeds or fails another way is written as any change; 0 writes each retry.")
 	fs.DurationVar(&f.servedInterval, "served-starts-interval", 10*time.Minute, "Least time between two NodeWarm writes for which only the counts of container starts served warm moved (servedStarts, per node and per ImageWarm): a day's tally, and each such write may cost a write of the ImageWarms it counts for, which every agent receives; 0 writes them only along with other changes.")
 	fs.DurationVar(&f.stallTimeout, "pull-stall-timeout", pullengine.DefaultStallTimeout, "Cancel a pull whose bytes have not moved for this long (a registry that holds the connection), with reason Stalled and the usual back-off; 0 never does. At least 10s. Needs containerd's content store (the NodeWarm's PullProgress condition says when it cannot be read).")
-	fs.StringVar(&f.yield, "yield-to-kubelet", string(pullengine.YieldWait), "What the agent does while the runtime pulls blobs none of its pulls fetches (the kubelet pulling a starting Pod's image): wait (start no warm pull until they are in), requeue (also pause the warm pulls under way and queue them again) or off. Needs containerd's content store.")
+	fs.StringVar(&f.yield, "yield-to-kubelet", string(pullengine.YieldPause), "What the agent does while the runtime pulls blobs none of its pulls fetches (the kubelet pulling a starting Pod's image): pause (start no warm pull until they are in, and pause the warm pulls under way: each is queued again and resumes from the bytes it had fetched; a pull is paused at most 3 times, and after 5 minutes of yielding pulls start again), wait (start no warm pull, let the ones under way go on), requeue (the former name of pause) or off. Needs containerd's content store.")
 	fs.BoolVar(&f.perImageEvents, "per-image-events", false, "Record the kubelet's per-image events (Pulling, Pulled, Failed, BackOff: up to four per image per node) instead of one Warmed and one summed-up Failed event per ImageWarm and node.")
 	fs.StringVar(&f.startupTaint, "startup-taint", agent.DefaultStartupTaintKey, "Key of the taint a node may register with to take no Pods until its images are warm: the agent removes it from its node once every ImageWarm with startupTaint that selects the node is warm there. Empty: the agent never touches its node's taints.")
 	fs.DurationVar(&f.taintDeadline, "startup-taint-deadline", agent.DefaultStartupTaintDeadline, "Longest a node keeps the --startup-taint after it registered: then the agent removes it, warm or not, with a Warning event.")
@@ -157,9 +157,9 @@ func (f *agentFlags) validateBytes() error {
 		return usagef("--status-retry-interval must be 0 (off) or positive, got %v", f.retryInterval)
 	}
 	switch pullengine.YieldMode(f.yield) {
-	case pullengine.YieldOff, pullengine.YieldWait, pullengine.YieldRequeue:
+	case pullengine.YieldOff, pullengine.YieldWait, pullengine.YieldPause, pullengine.YieldRequeue:
 	default:
-		return usagef("--yield-to-kubelet must be wait, requeue or off, got %q", f.yield)
+		return usagef("--yield-to-kubelet must be pause, wait, requeue or off, got %q", f.yield)
 	}
 	return nil
 }

@@ -42,7 +42,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"agent", "--node-name=n", "--pull-stall-timeout=5s"}, 2, "--pull-stall-timeout must be 0 (off) or at least 10s, got 5s"},
 		{[]string{"agent", "--node-name=n", "--pull-progress-interval=-1s"}, 2, "--pull-progress-interval must be 0 (off) or positive, got -1s"},
 		{[]string{"agent", "--node-name=n", "--served-starts-interval=-1s"}, 2, "--served-starts-interval must be 0 (off) or positive, got -1s"},
-		{[]string{"agent", "--node-name=n", "--yield-to-kubelet=always"}, 2, `--yield-to-kubelet must be wait, requeue or off, got "always"`},
+		{[]string{"agent", "--node-name=n", "--yield-to-kubelet=always"}, 2, `--yield-to-kubelet must be pause, wait, requeue or off, got "always"`},
 		{[]string{"agent", "--node-name=n", "--resync-period=0s"}, 2, "--resync-period must be positive"},
 		{[]string{"agent", "--node-name=n", "--image-pull-backoff-max=1s"}, 2, "is shorter than --image-pull-backoff-initial"},
 		{[]string{"agent", "--node-name=n", "--image-pull-backoff-jitter=0.9"}, 2, "--image-pull-backoff-jitter must be between 0 and 0.5"},

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	contentapi "github.com/containerd/containerd/api/services/content/v1"
+	leasesapi "github.com/containerd/containerd/api/services/leases/v1"
 
 	"github.com/warmer-dev/warmer/pkg/criclient/content"
 	"google.golang.org/grpc"
@@ -24,7 +25,8 @@ import (
 // CRI reports a pull only when it ends. containerd writes every blob of a
 // pull into its content store, whose API, served on the CRI socket, lists
 // the blobs being written with their bytes so far, for any pull (warmer's
-// or the kubelet's). ContentStore reads that API; it only reads.
+// or the kubelet's). ContentStore reads that API; it writes only the lease
+// that keeps a paused pull's partial blobs (keep.go).
 //
 // Two labels containerd sets on a pull's blobs find an image's manifest
 // before its layers arrive: the distribution source label, which names
@@ -57,6 +59,7 @@ type (
 // namespace. It is safe for concurrent use.
 type ContentStore struct {
 	content contentapi.ContentClient
+	leases  leasesapi.LeasesClient // only for KeepIngests (keep.go)
 	timeout time.Duration
 }
 
@@ -76,7 +79,7 @@ func (c *Client) ContentStore(ctx context.Context) (*ContentStore, error) {
 }
 
 func newContentStore(conn grpc.ClientConnInterface, timeout time.Duration) *ContentStore {
-	return &ContentStore{content: contentapi.NewContentClient(conn), timeout: timeout}
+	return &ContentStore{content: contentapi.NewContentClient(conn), leases: leasesapi.NewLeasesClient(conn), timeout: timeout}
 }
 
 func (s *ContentStore) call(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -94,7 +97,7 @@ func (s *ContentStore) Ingests(ctx context.Context) ([]Ingest, error) {
 	}
 	out := make([]Ingest, 0, len(resp.GetStatuses()))
 	for _, st := range resp.GetStatuses() {
-		out = append(out, Ingest{Digest: ingestDigest(st), Offset: st.GetOffset(), Total: st.GetTotal(),
+		out = append(out, Ingest{Ref: st.GetRef(), Digest: ingestDigest(st), Offset: st.GetOffset(), Total: st.GetTotal(),
 			UpdatedAt: asTime(st.GetUpdatedAt())})
 	}
 	return out, nil

@@ -51,6 +51,13 @@ type Engine struct {
 	log     logr.Logger
 	started bool
 	stopped bool
+
+	// yieldSpent is set once yielding has lasted yieldHoldMax: it holds
+	// no pull back until it ends (yield.go).
+	yieldSpent bool
+	// kept counts, by lease, the pulls yet to end whose bytes it holds
+	// (keep.go).
+	kept map[string]int
 }
 
 // New returns an engine pulling through svc. Call Start to run pulls;
@@ -71,6 +78,7 @@ func New(svc ImageService, opts Options) *Engine {
 		repos: map[string]*repo{},
 		last:  map[string]Result{},
 		needs: map[string]int64{},
+		kept:  map[string]int{},
 		busy:  make(chan struct{}, 1),
 		log:   logr.Discard(),
 	}
@@ -210,8 +218,12 @@ func (e *Engine) enqueueLocked(a admitted) Status {
 	if j, ok := e.jobs[key]; ok {
 		if j.notWanted {
 			// Still stopping after a cancel: queue a successor for when
-			// it has.
-			j.successor = e.newJob(a.ref, a.req, a.creds, bkey)
+			// it has, taking over a paused pull's count and bytes.
+			n := e.newJob(a.ref, a.req, a.creds, bkey)
+			if old := j.successor; old != nil {
+				n.pauses, n.keptBy = old.pauses, old.keptBy
+			}
+			j.successor = n
 			return Status{Image: a.req.Image, Ref: key, State: pull.StateQueued}
 		}
 		e.update(j, a.req, a.creds)
@@ -295,6 +307,9 @@ func (e *Engine) cancelLocked(key string) (*job, bool) {
 		return nil, false
 	}
 	if j.running {
+		if j.successor != nil {
+			e.unkeepLocked(j.successor)
+		}
 		j.notWanted, j.successor = true, nil
 		j.cancel(errNotWanted)
 		return nil, true

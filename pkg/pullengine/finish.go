@@ -54,6 +54,7 @@ func (e *Engine) finish(j *job, res Result) {
 	if n := j.successor; n != nil {
 		e.addJobLocked(n)
 	}
+	e.unkeepLocked(j)
 	e.wake.Signal()
 	e.mu.Unlock()
 	e.metrics.fetchedBytes.Add(float64(fetched))
@@ -62,6 +63,9 @@ func (e *Engine) finish(j *job, res Result) {
 
 // finishCanceled reports a queued job dropped before it started.
 func (e *Engine) finishCanceled(j *job) {
+	e.mu.Lock()
+	e.unkeepLocked(j)
+	e.mu.Unlock()
 	e.report(Result{Image: j.ref.Original(), Ref: j.ref.String(), Class: pull.ClassCanceled,
 		Message: "pull cancelled: image no longer wanted", Finished: e.clock.Now(), Tag: j.tag})
 }

@@ -62,6 +62,11 @@ type job struct {
 	// image; counted is how much of what it fetched the metrics have.
 	ended, succeeded bool
 	counted          int64
+	// pauses is how many times its image's pull was paused to yield
+	// (yield.go); its successor carries it on. keptBy is the lease
+	// holding the bytes its paused predecessor fetched (keep.go).
+	pauses int
+	keptBy string
 }
 
 func (e *Engine) newJob(ref imageref.Reference, req Request, creds []Credential, bkey string) *job {

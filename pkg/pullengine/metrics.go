@@ -63,6 +63,7 @@ type metrics struct {
 	throughput    prometheus.Gauge
 	yielding      prometheus.Gauge
 	yields        prometheus.Counter
+	pauses        prometheus.Counter
 }
 
 // newMetrics makes an engine's metrics and registers them on reg, unless
@@ -117,6 +118,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "warmer_image_pull_yields_total",
 			Help: "Times the agent started yielding to pulls the runtime makes for someone else.",
 		}),
+		pauses: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "warmer_image_pull_pauses_total",
+			Help: "Pulls under way the agent paused to yield to pulls the runtime makes for someone else; each is queued again and resumes from the bytes it had fetched.",
+		}),
 	}
 	if reg == nil {
 		return m
@@ -132,6 +137,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.throughput = promreg.Register(reg, m.throughput)
 	m.yielding = promreg.Register(reg, m.yielding)
 	m.yields = promreg.Register(reg, m.yields)
+	m.pauses = promreg.Register(reg, m.pauses)
 	return m
 }
 

@@ -87,7 +87,8 @@ func TestMetricsRecorded(t *testing.T) {
 	for _, n := range []string{"warmer_image_pull_duration_seconds", "warmer_image_pulls_total", "warmer_image_pulls_in_flight",
 		"warmer_image_pulls_queued", "warmer_image_pull_backoffs_total", "warmer_image_pulled_bytes_total",
 		"warmer_image_fetched_bytes_total", "warmer_image_pull_throughput_bytes_per_second",
-		"warmer_image_pulls_yielding", "warmer_image_pull_yields_total", "warmer_cri_pull_image_calls_total"} {
+		"warmer_image_pulls_yielding", "warmer_image_pull_yields_total", "warmer_cri_pull_image_calls_total",
+		"warmer_image_pull_pauses_total"} {
 		if !names[n] {
 			t.Errorf("%s not registered on the registry passed in", n)
 		}

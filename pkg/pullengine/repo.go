@@ -98,8 +98,8 @@ func (e *Engine) forgetLocked(r *repo, j *job) {
 func (e *Engine) popRunnableLocked() (*job, []string) {
 	for {
 		// While yielding no pull starts; the watcher wakes the puller
-		// when it ends.
-		for (len(e.queue) == 0 || e.yield.On) && !e.stopped {
+		// when it ends, or holds back no longer.
+		for (len(e.queue) == 0 || e.holdingLocked()) && !e.stopped {
 			e.wake.Wait()
 		}
 		if e.stopped {

@@ -74,14 +74,14 @@ func (e *Engine) watchOnce(ctx context.Context, w *watcher) (resolving, idle boo
 	e.closeTracks(w, jobs, now)
 	if len(jobs) == 0 && !e.waiting() {
 		e.metrics.throughput.Set(0)
-		e.yieldTo(nil, nil, false, now)
+		e.yieldTo(ctx, nil, nil, false, now)
 		w.foreign = nil
 		return false, len(w.ended) == 0
 	}
 	ingests, err := e.content.Ingests(ctx)
 	if err == nil {
 		f := foreign(ingests, w.mine(), now)
-		e.yieldTo(f, w.foreign, w.resolved(jobs), now)
+		e.yieldTo(ctx, f, w.foreign, w.resolved(jobs), now)
 		w.foreign = f
 	}
 	var rate float64

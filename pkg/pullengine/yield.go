@@ -14,8 +14,14 @@ import (
 // does not say it is pulling; the content store does: blobs being written
 // that none of the engine's pulls is fetching are someone else's. While
 // there are such, the engine yields: it starts no new pull, and with
-// YieldRequeue it also stops the pulls it has under way and queues them
-// again (containerd resumes a blob it had partly written).
+// YieldPause it also pauses the pulls it has under way: it cancels them
+// and queues them again, and containerd resumes each blob from the bytes
+// it had written (its ingest outlives the cancelled pull).
+//
+// Yielding must not starve warming on a node where Pods start all the
+// time: a pull is paused at most maxPauses times, then goes on beside the
+// runtime's other pulls; and yielding that has lasted yieldHoldMax no
+// longer holds pulls back, until it ends.
 
 // YieldMode is what the engine does while the runtime pulls for someone
 // else.
@@ -27,11 +33,27 @@ const (
 	YieldOff YieldMode = "off"
 	// YieldWait: no new pull starts; the pulls under way go on.
 	YieldWait YieldMode = "wait"
-	// YieldRequeue: no new pull starts, and the pulls under way are
-	// stopped and queued again, to start once the runtime's other pulls
-	// end.
+	// YieldPause: no new pull starts, and the pulls under way are
+	// paused: stopped and queued again, to start once the runtime's other
+	// pulls end, resuming from the bytes they had fetched.
+	YieldPause YieldMode = "pause"
+	// YieldRequeue is YieldPause's former name, still accepted.
 	YieldRequeue YieldMode = "requeue"
 )
+
+// pauses says whether the mode pauses the pulls under way.
+func (m YieldMode) pauses() bool { return m == YieldPause || m == YieldRequeue }
+
+// maxPauses is how many times one image's pull is paused; after that it
+// goes on beside the runtime's other pulls, as in YieldWait, so a node
+// where Pods start all the time still finishes its warm pulls.
+const maxPauses = 3
+
+// yieldHoldMax is how long yielding holds pulls back: past it, pulls
+// start again beside the runtime's other pulls until yielding ends (a
+// node pulling for its Pods without a pause must still warm). It is far
+// longer than a Pod's pull of an ordinary image on a node's link.
+const yieldHoldMax = 5 * time.Minute
 
 // YieldListener is a Listener that also hears when the engine starts and
 // stops yielding. Optional: the engine calls it only when its Listener
@@ -105,7 +127,7 @@ func foreign(ingests []content.Ingest, mine map[string]bool, now time.Time) map[
 // this one alone when sure (every pull of the engine's has its manifest
 // found: one whose manifest is not found yet writes blobs it cannot tell
 // from others' for a moment), and lasts while any is seen.
-func (e *Engine) yieldTo(now, last map[string]bool, sure bool, at time.Time) {
+func (e *Engine) yieldTo(ctx context.Context, now, last map[string]bool, sure bool, at time.Time) {
 	n := 0
 	for d := range now {
 		if last[d] || sure {
@@ -115,40 +137,52 @@ func (e *Engine) yieldTo(now, last map[string]bool, sure bool, at time.Time) {
 	e.mu.Lock()
 	on := e.yieldMode != YieldOff && (n > 0 || (e.yield.On && len(now) > 0))
 	n = max(n, len(now))
-	changed, stopped := e.setYieldLocked(on, n, at)
+	changed, paused := e.setYieldLocked(on, n, at)
 	e.mu.Unlock()
+	e.pause(ctx, paused)
 	if changed {
-		e.yieldChanged(on, n, stopped)
+		e.yieldChanged(on, n, len(paused))
 	}
 }
 
 // setYieldLocked turns yielding on or off (to blobs, since at); as it
-// starts in requeue mode it stops the running pulls. It says whether it
-// changed, and how many pulls it stopped.
-func (e *Engine) setYieldLocked(on bool, blobs int, at time.Time) (changed bool, stopped int) {
+// starts in a pausing mode it marks the running pulls paused, for the
+// caller to stop outside the lock (pause). Once it has lasted
+// yieldHoldMax it holds pulls back no longer (holdingLocked). It says
+// whether it changed, and returns the pulls to pause.
+func (e *Engine) setYieldLocked(on bool, blobs int, at time.Time) (changed bool, paused []*job) {
 	was := e.yield.On
 	switch {
 	case on && !was:
 		e.yield = Yield{On: true, Since: at, Blobs: blobs}
-		if e.yieldMode == YieldRequeue {
-			stopped = len(e.requeueRunningLocked())
+		if e.yieldMode.pauses() {
+			paused = e.pauseRunningLocked()
 		}
 	case on:
 		e.yield.Blobs = blobs
+		if !e.yieldSpent && at.Sub(e.yield.Since) >= yieldHoldMax {
+			e.yieldSpent = true
+			e.wake.Broadcast()
+			e.log.Info("Yielding for long; pulls start again beside the runtime's others", "since", e.yield.Since)
+		}
 	case was:
-		e.yield = Yield{}
+		e.yield, e.yieldSpent = Yield{}, false
 		e.wake.Broadcast()
 	}
-	return on != was, stopped
+	return on != was, paused
 }
+
+// holdingLocked says whether yielding holds pulls back: it is on, and has
+// not lasted yieldHoldMax.
+func (e *Engine) holdingLocked() bool { return e.yield.On && !e.yieldSpent }
 
 // yieldChanged tells the metrics, the log and the listener that yielding
 // started or ended.
-func (e *Engine) yieldChanged(on bool, blobs, stopped int) {
+func (e *Engine) yieldChanged(on bool, blobs, paused int) {
 	e.metrics.yielding.Set(boolGauge(on))
 	if on {
 		e.metrics.yields.Inc()
-		e.logger().Info("Yielding to a pull the runtime makes for someone else", "blobs", blobs, "mode", string(e.yieldMode), "stopped", stopped)
+		e.logger().Info("Yielding to a pull the runtime makes for someone else", "blobs", blobs, "mode", string(e.yieldMode), "paused", paused)
 	} else {
 		e.logger().Info("No longer yielding")
 	}
@@ -168,9 +202,9 @@ func (e *Engine) yieldFirst(ctx context.Context, j *job) bool {
 		return false
 	}
 	e.mu.Lock()
-	mine, sure := e.mine, !e.resolvingLocked(j)
+	mine, sure, spent := e.mine, !e.resolvingLocked(j), e.yieldSpent
 	e.mu.Unlock()
-	if !sure {
+	if !sure || spent {
 		return false
 	}
 	ingests, err := e.content.Ingests(ctx)
@@ -183,11 +217,16 @@ func (e *Engine) yieldFirst(ctx context.Context, j *job) bool {
 		return false
 	}
 	e.mu.Lock()
+	if e.yieldSpent { // yielding became spent meanwhile
+		e.mu.Unlock()
+		return false
+	}
 	e.handBackLocked(j)
-	changed, stopped := e.setYieldLocked(true, len(f), now)
+	changed, paused := e.setYieldLocked(true, len(f), now)
 	e.mu.Unlock()
+	e.pause(ctx, paused)
 	if changed {
-		e.yieldChanged(true, len(f), stopped)
+		e.yieldChanged(true, len(f), len(paused))
 	}
 	return true
 }
@@ -211,21 +250,34 @@ func (e *Engine) handBackLocked(j *job) {
 	e.metrics.pullsQueued.Inc()
 }
 
-// requeueRunningLocked stops the running pulls and queues each again, to
-// start when yielding ends.
-func (e *Engine) requeueRunningLocked() []*job {
+// pauseRunningLocked marks the running pulls not paused maxPauses times
+// already as paused, each with a successor queued when it ends, and
+// returns them for pause to stop.
+func (e *Engine) pauseRunningLocked() []*job {
 	var out []*job
 	for _, j := range e.jobs {
-		if !j.running || j.notWanted || j.ended {
+		if !j.running || j.notWanted || j.ended || j.pauses >= maxPauses {
 			continue
 		}
 		again := &job{ref: j.ref, priority: j.priority, timeout: j.timeout, creds: j.creds, backoffKey: j.backoffKey,
-			tag: j.tag, seq: j.seq, index: -1}
+			tag: j.tag, seq: j.seq, index: -1, pauses: j.pauses + 1}
 		j.notWanted, j.successor = true, again
-		j.cancel(errYield)
+		e.metrics.pauses.Inc()
 		out = append(out, j)
 	}
 	return out
+}
+
+// pause stops the pulls marked paused, once their partial blobs are held
+// for their successors (keep.go).
+func (e *Engine) pause(ctx context.Context, jobs []*job) {
+	if len(jobs) == 0 {
+		return
+	}
+	e.keep(ctx, jobs)
+	for _, j := range jobs {
+		j.cancel(errYield)
+	}
 }
 
 func boolGauge(b bool) float64 {

@@ -107,11 +107,18 @@ func TestYieldWait(t *testing.T) {
 	h.svc.waitStarted(t, key(t, b))
 }
 
-// TestYieldRequeue: in requeue mode the pull under way is stopped when
-// yielding starts, reported Canceled (no back-off, no failure), and pulled
-// again once yielding ends.
-func TestYieldRequeue(t *testing.T) {
-	h, content, _ := yieldHarness(t, YieldRequeue)
+// TestYieldPause: in pause mode (and requeue, its former name) the pull
+// under way is stopped when yielding starts, reported Canceled (no
+// back-off, no failure), counted as paused, and pulled again once
+// yielding ends.
+func TestYieldPause(t *testing.T) {
+	for _, mode := range []YieldMode{YieldPause, YieldRequeue} {
+		t.Run(string(mode), func(t *testing.T) { testYieldPause(t, mode) })
+	}
+}
+
+func testYieldPause(t *testing.T, mode YieldMode) {
+	h, content, _ := yieldHarness(t, mode)
 	a := "reg.example/app:v1"
 	h.pulling(t, a)
 	h.othersPull(t, content)
@@ -122,9 +129,71 @@ func TestYieldRequeue(t *testing.T) {
 	if s, _ := h.eng.Status(a); s.State != pull.StateQueued {
 		t.Errorf("status %+v, want queued again", s)
 	}
+	if n := testutil.ToFloat64(h.eng.metrics.pauses); n != 1 {
+		t.Errorf("pauses counted %v, want 1", n)
+	}
 	content.writeForeign(time.Time{})
 	h.until(t, "yielding ended", func() bool { return !h.eng.Yielding().On })
 	h.svc.waitStarted(t, key(t, a))
+}
+
+// TestYieldPauseLimit: a pull paused maxPauses times is not paused again,
+// so that a node where Pods start all the time still finishes its warm
+// pulls: the next time the runtime pulls for someone else, it goes on.
+func TestYieldPauseLimit(t *testing.T) {
+	h, content, _ := yieldHarness(t, YieldPause)
+	a := "reg.example/app:v1"
+	release := h.pulling(t, a)
+	for i := range maxPauses {
+		h.othersPull(t, content)
+		if res := h.result(t); res.Class != pull.ClassCanceled || !strings.Contains(res.Message, "pull paused") {
+			t.Fatalf("yield %d: result %+v, want a pause", i+1, res)
+		}
+		content.writeForeign(time.Time{})
+		h.until(t, "yielding ended", func() bool { return !h.eng.Yielding().On })
+		h.svc.waitStarted(t, key(t, a))
+	}
+	h.othersPull(t, content)
+	h.noResult(t)
+	release()
+	if res := h.result(t); !res.Succeeded() {
+		t.Fatalf("result %+v; a pull paused %d times goes on", res, maxPauses)
+	}
+	if n := testutil.ToFloat64(h.eng.metrics.pauses); n != maxPauses {
+		t.Errorf("pauses counted %v, want %d", n, maxPauses)
+	}
+}
+
+// TestYieldHoldEnds: yielding that has lasted yieldHoldMax holds pulls
+// back no longer (a node pulling for its Pods without a break must still
+// warm); it still says it yields.
+func TestYieldHoldEnds(t *testing.T) {
+	h, content, _ := yieldHarness(t, YieldPause)
+	b := "reg.example/other:v1"
+	h.svc.block(key(t, b))
+	content.writeForeign(h.clock.Now())
+	h.enqueue(b, 0)
+	h.until(t, "yielding", func() bool { return h.eng.Yielding().On })
+	since := h.eng.Yielding().Since
+	deadline := time.Now().Add(30 * time.Second)
+	for started := false; !started; {
+		if time.Now().After(deadline) {
+			t.Fatalf("b not started after %v of yielding", h.clock.Since(since))
+		}
+		content.writeForeign(h.clock.Now())
+		h.clock.Step(time.Second)
+		select {
+		case <-h.svc.started:
+			started = true
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	if d := h.clock.Since(since); d < yieldHoldMax {
+		t.Errorf("b started after %v of yielding, want at least %v", d, yieldHoldMax)
+	}
+	if !h.eng.Yielding().On {
+		t.Error("yielding ended; want it still said")
+	}
 }
 
 // TestYieldIgnoresOwnAndStale: the engine's own pull's blobs, a blob not
@@ -172,11 +241,11 @@ func TestYieldBeforeFirstPull(t *testing.T) {
 	h.svc.waitStarted(t, key(t, a))
 }
 
-// TestYieldRequeueBeforeAPull: in requeue mode, yielding that starts as a
+// TestYieldPauseBeforeAPull: in pause mode, yielding that starts as a
 // pull is about to start also pauses the pulls under way, as it does when
 // the watcher finds the other pull.
-func TestYieldRequeueBeforeAPull(t *testing.T) {
-	h, content, _ := yieldHarness(t, YieldRequeue)
+func TestYieldPauseBeforeAPull(t *testing.T) {
+	h, content, _ := yieldHarness(t, YieldPause)
 	a, b := "reg.example/app:v1", "reg.example/other:v1"
 	h.pulling(t, a)
 	h.waitTimers(t, 2)

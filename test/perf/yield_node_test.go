@@ -44,7 +44,7 @@ func BenchmarkRealKubeletBesideWarm(b *testing.B) {
 		return fmt.Sprintf("ghcr.io/perf/pod%d:v1", round), warm
 	}
 	s := &besideWarm{cp: n.ControlPlane, bin: testbed.BuildPlainWarmer(b), node: n.Name, ctd: n.Containerd,
-		agentFlags: []string{"--kubelet-address="}, fresh: fresh}
+		agentFlags: []string{"--kubelet-address="}, fresh: fresh, link: link, bytes: 96*testbed.MB + 10*24*testbed.MB}
 	s.podPull = func() time.Duration { return kubeletPull(b, n, s.pod) }
 	runBesideWarm(b, s)
 }

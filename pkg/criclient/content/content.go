@@ -7,6 +7,9 @@ import "time"
 
 // Ingest is one blob being written into the content store.
 type Ingest struct {
+	// Ref is the ingest's name in the store (containerd's pulls name it
+	// "layer-sha256:..." and so on).
+	Ref string
 	// Digest is the blob's expected digest ("sha256:..."); empty when the
 	// writer did not say.
 	Digest string

@@ -16,7 +16,7 @@ import (
 
 // TestYieldToKubelet pulls an image through the node's CRI socket as the
 // kubelet does for a starting Pod, slowed so it takes seconds, and asks
-// the agent (default --yield-to-kubelet=wait) to warm another image
+// the agent (default --yield-to-kubelet=pause) to warm another image
 // meanwhile: the agent must not start its pull until the kubelet's is
 // done, must say it yields (NodeWarm condition, metric), and must warm the
 // image right after.

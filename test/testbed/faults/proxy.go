@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/time/rate"
 )
@@ -26,6 +27,7 @@ type SlowProxy struct {
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
+	sent   atomic.Int64 // bytes passed from the registry to clients
 }
 
 // StartSlowProxy proxies to target ("127.0.0.1:port") at bytesPerSecond and
@@ -54,6 +56,10 @@ func StartLinkProxy(t TB, target string, bytesPerSecond int) *SlowProxy {
 	p.mu.Unlock()
 	return p
 }
+
+// Sent is how many bytes the proxy has passed from the registry to its
+// clients: what crossed the link.
+func (p *SlowProxy) Sent() int64 { return p.sent.Load() }
 
 // Close stops the proxy and cuts every connection.
 func (p *SlowProxy) Close() {
@@ -111,13 +117,14 @@ func (p *SlowProxy) handle(client net.Conn) {
 		// The connection's own rate, in chunks of a twentieth of it.
 		link = rate.NewLimiter(rate.Limit(p.rate), max(p.rate/20, 1))
 	}
-	go func() { _ = copyLimited(client, server, link); done <- struct{}{} }()
+	go func() { _ = copyLimited(client, server, link, &p.sent); done <- struct{}{} }()
 	<-done
 }
 
 // copyLimited copies src to dst, each chunk waiting for its bytes on
-// link: the connection's own, or one that several share.
-func copyLimited(dst io.Writer, src io.Reader, link *rate.Limiter) error {
+// link: the connection's own, or one that several share; sent counts the
+// bytes written.
+func copyLimited(dst io.Writer, src io.Reader, link *rate.Limiter, sent *atomic.Int64) error {
 	buf := make([]byte, min(link.Burst(), 32<<10))
 	for {
 		// Read, not ReadFull: a short response must not wait for a full
@@ -127,7 +134,9 @@ func copyLimited(dst io.Writer, src io.Reader, link *rate.Limiter) error {
 			if werr := link.WaitN(context.Background(), n); werr != nil {
 				return werr
 			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
+			w, werr := dst.Write(buf[:n])
+			sent.Add(int64(w))
+			if werr != nil {
 				return werr
 			}
 		}
