@@ -24,8 +24,13 @@ type PinView struct {
 	Mine map[string]bool
 	// Problem is why warmer's pins could not be listed; "" for none. A pin
 	// or unpin that fails later in the pass comes through Output.Applied.
+	// Mine is then unknown, not empty.
 	Problem string
 }
+
+// marksKnown says whether Mine holds warmer's marks as the runtime has
+// them: not when listing them failed.
+func (v PinView) marksKnown() bool { return v.Problem == "" }
 
 // pinTally counts, over one pass, the present images asked to be pinned
 // and those of them pinned.
