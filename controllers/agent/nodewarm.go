@@ -30,7 +30,12 @@ type reportState struct {
 // it. It is created when missing, found again when deleted (its deletion
 // is watched), and given the new Node as owner when the Node was replaced
 // under the same name: the garbage collector would otherwise delete it as
-// an orphan.
+// an orphan. The owner's UID says which Node the report was written for:
+// a replaced Node may be another machine, whose images and proofs are not
+// this one's, so the old report is cleared before the new Node becomes
+// the owner. An agent restarting in between then finds a report of
+// another Node (not seeded from) or an empty one, never the old machine's
+// under the new owner.
 func (a *NodeAgent) nodeWarm(ctx context.Context, node *corev1.Node) (*warmv1.NodeWarm, error) {
 	nw := a.carry.report.nodeWarm
 	if nw == nil || a.gone(ctx, nw) {
@@ -40,6 +45,10 @@ func (a *NodeAgent) nodeWarm(ctx context.Context, node *corev1.Node) (*warmv1.No
 		}
 	}
 	if !ownedBy(nw, node) {
+		if err := a.clearReport(ctx, nw); err != nil {
+			a.carry.report.nodeWarm = nil
+			return nil, err
+		}
 		nw.OwnerReferences = ownerRefs(node)
 		if err := a.Client.Update(ctx, nw); err != nil {
 			a.carry.report.nodeWarm = nil
@@ -49,6 +58,16 @@ func (a *NodeAgent) nodeWarm(ctx context.Context, node *corev1.Node) (*warmv1.No
 	}
 	a.carry.report.nodeWarm = nw
 	return nw, nil
+}
+
+// clearReport empties the status of a NodeWarm written for another Node.
+func (a *NodeAgent) clearReport(ctx context.Context, nw *warmv1.NodeWarm) error {
+	nw.Status = warmv1.NodeWarmStatus{}
+	if err := a.Client.Status().Update(ctx, nw); err != nil {
+		return fmt.Errorf("clearing NodeWarm %q, written for the Node this one replaced: %w", a.NodeName, err)
+	}
+	a.carry.report.pace.Found(nw.Status)
+	return nil
 }
 
 // gone says whether the cache no longer holds the NodeWarm this agent
@@ -62,7 +81,10 @@ func (a *NodeAgent) gone(ctx context.Context, known *warmv1.NodeWarm) bool {
 // readOrCreate reads the NodeWarm past the cache, which may lag this
 // agent's own create, and creates it when missing. What an earlier run of
 // the agent reported counts as reported: an agent restart with nothing
-// changed writes nothing. A new NodeWarm has reported nothing.
+// changed writes nothing. A new NodeWarm has reported nothing. The
+// planner's memory, proofs included, is seeded only from a report written
+// for this very Node (its UID): a report of a Node replaced under the same
+// name, maybe another machine, proves nothing here.
 func (a *NodeAgent) readOrCreate(ctx context.Context, node *corev1.Node) (*warmv1.NodeWarm, error) {
 	nw := &warmv1.NodeWarm{}
 	err := a.APIReader.Get(ctx, types.NamespacedName{Name: a.NodeName}, nw)
@@ -74,7 +96,7 @@ func (a *NodeAgent) readOrCreate(ctx context.Context, node *corev1.Node) (*warmv
 		return nil, fmt.Errorf("getting or creating NodeWarm %q: %w", a.NodeName, err)
 	}
 	a.carry.report.pace.Found(nw.Status)
-	if !a.carry.plan.Seeded() {
+	if !a.carry.plan.Seeded() && ownedBy(nw, node) {
 		a.carry.plan = plan.Seed(nw.Status, a.Verification)
 	}
 	return nw, nil

@@ -223,7 +223,10 @@ func TestVerificationProofs(t *testing.T) {
 
 // TestPinsFollowCredentials: an ImageWarm whose credentials cannot fetch
 // an image does not keep warmer's pin on it once the namespace that
-// pinned it let it go; one whose credentials brought it pins it.
+// pinned it let it go; one whose credentials brought it pins it; one the
+// default policy waives (the agent holds no proof of the image under any
+// credentials: preloaded) keeps it, as the image counts as present for it
+// (TestSuspendedPinNeedsProof has the same without the waiver).
 func TestPinsFollowCredentials(t *testing.T) {
 	pinned := withSecret("a", "keep")
 	pinned.Spec.Retention = warmv1.RetentionPinned
@@ -243,7 +246,7 @@ func TestPinsFollowCredentials(t *testing.T) {
 	in.Runtime = listed(imgA)
 	in.Pins = PinView{Mine: map[string]bool{imgA: true}}
 	if out := Decide(in); len(out.Unpins) != 0 {
-		t.Errorf("unpins %q: a's verification is under way, the pin stays meanwhile", out.Unpins)
+		t.Errorf("unpins %q: the image counts as preloaded for a, whose entry keeps the pin", out.Unpins)
 	}
 
 	in = input(pinned)

@@ -150,8 +150,8 @@ func desiredBenchInput() ([]warmv1.ImageWarm, map[string]string) {
 // TestServedPerWarm gives each ImageWarm the starts served from the images
 // it wants: once per image however many entries it has (one with a
 // namespace's pull secrets, one without), for every ImageWarm that wants
-// the image, bounded by the API's maximum, and none to an ImageWarm whose
-// images served none.
+// the image through an entry the image counts as present for, bounded by
+// the API's maximum, and none to an ImageWarm whose images served none.
 func TestServedPerWarm(t *testing.T) {
 	secret := warm("b", "private", nil, "nginx:1.27")
 	secret.Spec.ImagePullSecrets = []warmv1.SecretReference{{Name: "regcred"}}
@@ -161,20 +161,30 @@ func TestServedPerWarm(t *testing.T) {
 		warm("c", "db", nil, "postgres:16"),
 		warm("d", "many", nil, "busybox:1.36"),
 	})
-	got := servedPerWarm(d, map[string]int{
+	byImage := map[string]int{
 		"docker.io/library/nginx:1.27":   3,
 		"docker.io/library/redis:7":      2,
 		"docker.io/library/busybox:1.36": 5_000_000,
-	})
-	want := map[string]int32{"a/web": 5, "b/private": 3, "c/db": 0, "d/many": maxServedPerWarm}
-	for _, w := range got {
-		if k := w.Namespace + "/" + w.Name; w.ServedStarts != want[k] {
-			t.Errorf("%s: servedStarts %d, want %d", k, w.ServedStarts, want[k])
+	}
+	present := map[string]bool{}
+	for _, key := range d.Keys() {
+		present[key] = true
+	}
+	check := func(got []warmv1.WarmRef, want map[string]int32) {
+		t.Helper()
+		for _, w := range got {
+			if k := w.Namespace + "/" + w.Name; w.ServedStarts != want[k] {
+				t.Errorf("%s: servedStarts %d, want %d", k, w.ServedStarts, want[k])
+			}
+		}
+		if len(got) != len(want) {
+			t.Errorf("%d warms, want %d", len(got), len(want))
 		}
 	}
-	if len(got) != len(want) {
-		t.Errorf("%d warms, want %d", len(got), len(want))
-	}
+	check(servedPerWarm(d, byImage, present), map[string]int32{"a/web": 5, "b/private": 3, "c/db": 0, "d/many": maxServedPerWarm})
+	// b's entry has not proved access: b counts none of nginx's starts.
+	present["docker.io/library/nginx:1.27 b"] = false
+	check(servedPerWarm(d, byImage, present), map[string]int32{"a/web": 5, "b/private": 0, "c/db": 0, "d/many": maxServedPerWarm})
 	for _, w := range d.warms {
 		if w.ServedStarts != 0 {
 			t.Errorf("the desired set's own warms were changed: %+v", w)

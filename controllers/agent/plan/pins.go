@@ -24,8 +24,13 @@ type PinView struct {
 	Mine map[string]bool
 	// Problem is why warmer's pins could not be listed; "" for none. A pin
 	// or unpin that fails later in the pass comes through Output.Applied.
+	// Mine is then unknown, not empty.
 	Problem string
 }
+
+// marksKnown says whether Mine holds warmer's marks as the runtime has
+// them: not when listing them failed.
+func (v PinView) marksKnown() bool { return v.Problem == "" }
 
 // pinTally counts, over one pass, the present images asked to be pinned
 // and those of them pinned.
@@ -39,14 +44,19 @@ type pinTally struct {
 // not have reported yet.
 //
 // Pins are the image's, not an entry's: an image is pinned under its
-// reference. An entry pins it only once its own credentials brought it
-// (present), and keeps warmer's pin only while that is so or still
-// undecided: an ImageWarm whose credentials fail cannot keep another
-// namespace's image on the node after that namespace let it go.
+// reference. An entry pins it, and keeps warmer's pin, only while the
+// image counts as present for it: its own credentials brought it, or the
+// operator's verification policy waives the proof (which it never does
+// for another namespace's private image). An entry that has not proved
+// access keeps nothing, not even while its pull is under way (on
+// containerd that pull replaces the labels, pin included) or while it is
+// suspended: an ImageWarm whose credentials never fetched the image cannot
+// keep another namespace's image on the node after that namespace let it
+// go.
 func (p *planner) pinImage(w *wantedImage, v imageView) bool {
 	name := w.refKey
 	pinned := v.listed && v.listing.Pinned || p.in.Pins.Mine[name] && v.present
-	if w.pin && (v.present || v.failed == nil) {
+	if w.pin && v.present {
 		p.pinKept[name] = true
 	}
 	if !w.pin || !v.present {

@@ -291,6 +291,7 @@ func Decide(in Input) Output {
 	p.folds = map[types.NamespacedName]*failureFold{}
 	p.evicted = map[string]bool{}
 	p.pinKept = map[string]bool{}
+	p.present = map[string]bool{}
 	p.takeStarted()
 	p.takeResults()
 	p.warmIndex = warmIndex(in.Desired.warms)
@@ -341,6 +342,9 @@ type planner struct {
 	proven map[string]bool
 	// owned indexes the proofs the pass starts from by image.
 	owned owners
+	// present holds the entries, by key, whose image counts as present
+	// for them: only those count starts served (servedPerWarm).
+	present map[string]bool
 }
 
 // takeStarted notes when each ImageWarm's warming began.
@@ -466,6 +470,7 @@ func (p *planner) image(key string, w *wantedImage) (warmv1.NodeImage, bool) {
 		p.recentEvictions(&img, m)
 	}
 	img.Pinned = p.pinImage(w, v)
+	p.present[key] = v.present
 	if p.in.PerImageEvents && img.State == warmv1.ImageBackOff && m.state != warmv1.ImageBackOff && !evictHeld { // Evicted said it
 		p.event(eventBackOff(w))
 	}
@@ -503,7 +508,7 @@ func (p *planner) pull(w *wantedImage, m imageMemory, v imageView) (diskHeld, ev
 	// A pull under way when the node stops being admitted (a new spec
 	// starts a new rollout) goes on: cancelling it would waste what it
 	// fetched.
-	wanted := !w.suspended && (!w.waiting || v.inFlight) && (!v.present || v.inFlight || refreshDue)
+	wanted := !w.suspended && (!w.waiting || v.inFlight) && (!v.present || v.inFlight || refreshDue) && (v.inFlight || !p.pinUnknown(v))
 	evictHeld = wanted && !v.present && !v.inFlight && p.evictionHold(m) > 0
 	diskHeld = wanted && !v.inFlight && !evictHeld && p.in.Disk.Pressure
 	if wanted && !diskHeld && !evictHeld {
@@ -567,9 +572,18 @@ func (p *planner) engineView(v *imageView, w *wantedImage, m imageMemory) *pull.
 // image, or an operator). Such an image counts as present without a pull
 // under the entry's credentials: on containerd a pull replaces the
 // image's labels, and would take their pin away (docs/security.md says
-// what this leaves open).
+// what this leaves open). While warmer's own pins cannot be listed, no
+// pin is known to be someone else's: it may be one warmer made for
+// another namespace.
 func (p *planner) pinnedByOthers(w *wantedImage, listing pull.PresentImage) bool {
-	return listing.Pinned && !p.in.Pins.Mine[w.refKey]
+	return listing.Pinned && p.in.Pins.marksKnown() && !p.in.Pins.Mine[w.refKey]
+}
+
+// pinUnknown says whether the listed image is pinned by someone warmer
+// cannot tell while its pins cannot be listed: an entry with no proof of
+// it then waits, as a pull could take someone else's pin away.
+func (p *planner) pinUnknown(v imageView) bool {
+	return v.listed && v.listing.Pinned && !p.in.Pins.marksKnown() && !v.present
 }
 
 // backOff says whether the entry's last failure holds its next pull
@@ -662,6 +676,8 @@ func (p *planner) imageStatus(key string, w *wantedImage, m imageMemory, v image
 		img.State = warmv1.ImageSkipped
 	case w.waiting && !v.inFlight:
 		img.State, img.Reason, img.Message = warmv1.ImageQueued, warmv1.ReasonWaitingForRollout, "waiting for the rollout to admit this node"
+	case p.pinUnknown(v) && !v.inFlight:
+		img.State, img.Message = warmv1.ImageQueued, pinUnknownStatus
 	case diskHeld:
 		img.State, img.Reason, img.Message = warmv1.ImageFailed, string(pull.ClassDiskPressure), statusMessage(diskMessage(p.in.Disk))
 		p.soon(diskRetry)
@@ -748,7 +764,7 @@ func (p *planner) warmed(complete map[types.NamespacedName]bool) {
 // finishStatus completes the NodeWarm status around the images.
 func (p *planner) finishStatus(st warmv1.NodeWarmStatus) warmv1.NodeWarmStatus {
 	now := metav1.NewTime(p.in.Now)
-	st.Warms = servedPerWarm(p.in.Desired, p.in.ServedByImage)
+	st.Warms = servedPerWarm(p.in.Desired, p.in.ServedByImage, p.present)
 	for _, bad := range p.in.Desired.invalid {
 		since := now
 		if m, ok := p.in.State.images[invalidKey(bad.image)]; ok && m.state == warmv1.ImageFailed {
@@ -784,6 +800,11 @@ func (p *planner) finishStatus(st warmv1.NodeWarmStatus) warmv1.NodeWarmStatus {
 	st.Conditions = listedCondition(st.Conditions, wanted, now)
 	return st
 }
+
+// pinUnknownStatus says why an image pinned by someone waits for its
+// pull.
+const pinUnknownStatus = "the runtime reports the image pinned, and warmer's own pins cannot be listed: " +
+	"no pull until they can, as a pull would take a pin someone else made away"
 
 // invalidKey keeps an invalid spec entry's memory apart from every
 // normalised reference.

@@ -304,16 +304,19 @@ const maxServedPerWarm = 999_999
 
 // servedPerWarm is d's ImageWarms, each with the starts served from the
 // images it wants: a start counts once for an ImageWarm however many of
-// its entries share the image, and for every ImageWarm that wants it.
-func servedPerWarm(d Desired, byImage map[string]int) []warmv1.WarmRef {
+// its entries share the image, and for every ImageWarm that wants it
+// through an entry the image counts as present for (by entry key in
+// present). An ImageWarm whose credentials never fetched another
+// namespace's private image counts none of that namespace's starts.
+func servedPerWarm(d Desired, byImage map[string]int, present map[string]bool) []warmv1.WarmRef {
 	if len(byImage) == 0 {
 		return d.warms
 	}
 	perWarm := map[types.NamespacedName]int{}
 	counted := map[string]map[types.NamespacedName]bool{}
-	for _, w := range d.images {
+	for key, w := range d.images {
 		n := byImage[w.refKey]
-		if n == 0 {
+		if n == 0 || !present[key] {
 			continue
 		}
 		if counted[w.refKey] == nil {
