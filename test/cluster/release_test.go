@@ -24,9 +24,7 @@ import (
 	"github.com/warmer-dev/warmer/test/testbed/faults"
 )
 
-// earlierVersion is the release the upgrade starts from: the same tree
-// made at another version, so its image (the version is stamped into the
-// binary) has another digest and the upgrade rolls both workloads.
+// earlierVersion is the version stamped into earlierCommit's image.
 const earlierVersion = "v0.0.1-earlier"
 
 // releaseArtifacts is what make release wrote and make publish pushed.
@@ -37,11 +35,12 @@ type releaseArtifacts struct {
 	image string
 }
 
-// TestReleaseInstall makes two releases (make release) with the test
-// registry as REGISTRY, publishes them there (make publish), and installs
-// from nothing but those artifacts, through the bed's network layer
-// (testdata/bed) as the other installs: install.yaml of the earlier
-// release with kubectl, the README's first ImageWarm (its image on a
+// TestReleaseInstall makes this tree's release (make release) with the
+// test registry as REGISTRY, publishes it there (make publish), makes and
+// publishes an earlier commit's artifacts likewise (earlierRelease), and
+// installs from nothing but those artifacts, through the bed's network
+// layer (testdata/bed) as the other installs: install.yaml of the earlier
+// commit with kubectl, the README's first ImageWarm (its image on a
 // proxy of the test registry that counts requests) Ready, an upgrade to
 // this release's install.yaml keeping the ImageWarm and fetching no image
 // again, kubectl delete leaving no object of any cluster-scoped kind;
@@ -53,7 +52,7 @@ func TestReleaseInstall(t *testing.T) {
 		t.Setenv(env, t.TempDir())
 	}
 	registry := reg.Host + "/warmer-dev"
-	earlier := makeRelease(t, earlierVersion, registry)
+	earlier := earlierRelease(t, registry)
 	current := makeRelease(t, treeRelease(t), registry)
 	proxy := faults.StartFaultProxy(t, reg.Host)
 	warm := firstImageWarm(t, proxy.Host)
