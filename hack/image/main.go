@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"time"
 
@@ -47,7 +46,7 @@ func run() error {
 	if opts.Version == "" {
 		opts.Version = tag.TagStr()
 	}
-	if opts.Created, err = sourceDate(); err != nil {
+	if opts.Created, err = image.SourceDate(); err != nil {
 		return err
 	}
 	for _, p := range strings.Split(*platforms, ",") {
@@ -80,19 +79,4 @@ func run() error {
 	}
 	fmt.Printf("pushed %s@%s\n", tag.Name(), digest)
 	return nil
-}
-
-// sourceDate reads SOURCE_DATE_EPOCH, the reproducible-builds convention
-// for "the time of the source" (the Makefile passes the commit's time);
-// unset means the Unix epoch.
-func sourceDate() (time.Time, error) {
-	s := os.Getenv("SOURCE_DATE_EPOCH")
-	if s == "" {
-		return time.Unix(0, 0), nil
-	}
-	sec, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("SOURCE_DATE_EPOCH=%q: %w", s, err)
-	}
-	return time.Unix(sec, 0), nil
 }

@@ -14,12 +14,11 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
-	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/warmer-dev/warmer/internal/image"
 	"github.com/warmer-dev/warmer/internal/release"
 )
 
@@ -49,7 +48,7 @@ func run(args []string) error {
 	if opts.Dir, err = os.Getwd(); err != nil {
 		return err
 	}
-	if opts.Created, err = sourceDate(); err != nil {
+	if opts.Created, err = image.SourceDate(); err != nil {
 		return err
 	}
 	for _, p := range strings.Split(*platforms, ",") {
@@ -76,18 +75,4 @@ func run(args []string) error {
 	}
 	fmt.Printf("%s: warmer %s, image %s@%s (%s)\n", opts.Dist, opts.Version, opts.Repository(), digest, *platforms)
 	return nil
-}
-
-// sourceDate reads SOURCE_DATE_EPOCH (the Makefile passes the commit's
-// time); unset means the Unix epoch.
-func sourceDate() (time.Time, error) {
-	s := os.Getenv("SOURCE_DATE_EPOCH")
-	if s == "" {
-		return time.Unix(0, 0), nil
-	}
-	sec, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("SOURCE_DATE_EPOCH=%q: %w", s, err)
-	}
-	return time.Unix(sec, 0), nil
 }

@@ -20,21 +20,13 @@ import (
 // progress tracking stands on these facts.
 func TestContentStoreDuringPull(t *testing.T) {
 	skipShort(t)
-	for _, v := range []struct {
-		name string
-		opts func(*testing.T) []testbed.ContainerdOption
-	}{
-		{"containerd 1.6", func(*testing.T) []testbed.ContainerdOption { return nil }},
-		{"containerd 2", func(t *testing.T) []testbed.ContainerdOption {
-			return []testbed.ContainerdOption{testbed.WithContainerd2(t)}
-		}},
-	} {
-		t.Run(v.name, func(t *testing.T) {
+	for _, v := range testbed.ContainerdVersions() {
+		t.Run(v.Name, func(t *testing.T) {
 			reg := testbed.StartRegistry(t, testbed.RegistryOptions{Name: "content"})
 			slow := faults.StartSlowProxy(t, reg.Host, 2<<20)
 			img := reg.PushRandom(t, "test/big:v1", testbed.ImageOptions{LayerSize: 8 * testbed.MB})
 			ref := strings.Replace(img.Ref, reg.Host, slow.Host, 1)
-			ctd := testbed.StartContainerd(t, "node-c", v.opts(t)...)
+			ctd := testbed.StartContainerd(t, "node-c", v.Options(t)...)
 			c := connect(t, ctd.Endpoint)
 			store, err := c.ContentStore(testContext(t))
 			if err != nil {

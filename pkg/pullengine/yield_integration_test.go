@@ -26,16 +26,8 @@ import (
 // every blob once: what the paused pulls had fetched is not fetched again.
 func TestYieldPausesWarmPulls(t *testing.T) {
 	skipShort(t)
-	for _, v := range []struct {
-		name string
-		opts func(*testing.T) []testbed.ContainerdOption
-	}{
-		{"containerd 1.6", func(*testing.T) []testbed.ContainerdOption { return nil }},
-		{"containerd 2", func(t *testing.T) []testbed.ContainerdOption {
-			return []testbed.ContainerdOption{testbed.WithContainerd2(t)}
-		}},
-	} {
-		t.Run(v.name, func(t *testing.T) { testYieldPausesWarmPulls(t, v.opts(t)) })
+	for _, v := range testbed.ContainerdVersions() {
+		t.Run(v.Name, func(t *testing.T) { testYieldPausesWarmPulls(t, v.Options(t)) })
 	}
 }
 

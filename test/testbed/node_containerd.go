@@ -32,6 +32,23 @@ func WithContainerd2(t TB) ContainerdOption {
 	return withNodeRuntime(nodeAssets(t), PauseImage)
 }
 
+// ContainerdVersion is one containerd a test runs against: Debian's 1.6,
+// or the real node's 2.x.
+type ContainerdVersion struct {
+	Name string
+	// Options start that containerd (StartContainerd).
+	Options func(t TB) []ContainerdOption
+}
+
+// ContainerdVersions are the two containerds of the test bed, for a test
+// of what both must do.
+func ContainerdVersions() []ContainerdVersion {
+	return []ContainerdVersion{
+		{"containerd 1.6", func(TB) []ContainerdOption { return nil }},
+		{"containerd 2", func(t TB) []ContainerdOption { return []ContainerdOption{WithContainerd2(t)} }},
+	}
+}
+
 // cniPluginDir is where Debian's containernetworking-plugins puts the
 // plugins.
 const cniPluginDir = "/usr/lib/cni"
