@@ -12,12 +12,10 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/warmer-dev/warmer/internal/image"
@@ -49,12 +47,8 @@ func run() error {
 	if opts.Created, err = image.SourceDate(); err != nil {
 		return err
 	}
-	for _, p := range strings.Split(*platforms, ",") {
-		plat, err := v1.ParsePlatform(p)
-		if err != nil {
-			return err
-		}
-		opts.Platforms = append(opts.Platforms, *plat)
+	if opts.Platforms, err = image.ParsePlatforms(*platforms); err != nil {
+		return err
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)

@@ -16,8 +16,6 @@ import (
 	"os/signal"
 	"strings"
 
-	v1 "github.com/google/go-containerregistry/pkg/v1"
-
 	"github.com/warmer-dev/warmer/internal/image"
 	"github.com/warmer-dev/warmer/internal/release"
 )
@@ -51,12 +49,8 @@ func run(args []string) error {
 	if opts.Created, err = image.SourceDate(); err != nil {
 		return err
 	}
-	for _, p := range strings.Split(*platforms, ",") {
-		plat, err := v1.ParsePlatform(p)
-		if err != nil {
-			return err
-		}
-		opts.Platforms = append(opts.Platforms, *plat)
+	if opts.Platforms, err = image.ParsePlatforms(*platforms); err != nil {
+		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()

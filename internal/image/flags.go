@@ -1,10 +1,16 @@
 package image
 
+// What the commands that build the image read from their environment and
+// flags.
+
 import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
 // SourceDate reads SOURCE_DATE_EPOCH, the reproducible-builds convention
@@ -21,4 +27,18 @@ func SourceDate() (time.Time, error) {
 		return time.Time{}, fmt.Errorf("SOURCE_DATE_EPOCH=%q: %w", s, err)
 	}
 	return time.Unix(sec, 0), nil
+}
+
+// ParsePlatforms reads a comma-separated list of platforms, such as
+// linux/amd64,linux/arm64.
+func ParsePlatforms(s string) ([]v1.Platform, error) {
+	var out []v1.Platform
+	for _, p := range strings.Split(s, ",") {
+		plat, err := v1.ParsePlatform(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *plat)
+	}
+	return out, nil
 }
