@@ -231,9 +231,9 @@ func managedFields(iw *warmv1.ImageWarm) []metav1.ManagedFieldsEntry {
 	at := metav1.Now()
 	return []metav1.ManagedFieldsEntry{
 		{Manager: "kubectl-client-side-apply", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "warmer.dev/v1alpha1",
-			Time: &at, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(apply)}},
+			Time: &at, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(apply)},
 		{Manager: "warmer", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "warmer.dev/v1alpha1",
-			Time: &at, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(status)}, Subresource: "status"},
+			Time: &at, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(status), Subresource: "status"},
 	}
 }
 
