@@ -30,16 +30,21 @@ func CacheOptions(nodeName string) cache.Options {
 
 // The transforms below drop, before an object enters the cache, what the
 // agent never reads of it: managed fields everywhere (often the larger
-// part of an object), an ImageWarm's status but its resolved images and
-// its rollout's bound (the rest is the controller's fleet summary, up to
-// several KiB, on every ImageWarm in the cluster) and
-// annotations (kubectl apply's last-applied copy of the spec), a Node's
-// status (its image list, conditions, addresses: many KiB on a busy
-// node) and annotations, and the status of the agent's own NodeWarm,
-// which the agent writes and keeps itself (reportState) and only watches
-// for its deletion. Event handlers see the same stripped objects; the
-// agent's predicates look only at labels, generation, the resolved
-// images and the rollout. Anything else (a tombstone) passes unchanged.
+// part of an object); of an ImageWarm, which every agent caches every one
+// of, all but its spec's wishes (spec.readiness is the controller's, and
+// of spec.imagesFrom only its presence counts: the images are in
+// status.resolved), its resolved images and its rollout's bound (the
+// rest of the status is the controller's fleet summary, up to several
+// KiB), and its labels, annotations (kubectl apply's last-applied copy of
+// the spec), owner references and finalizers, which no agent reads and a
+// user may make large; a Node's status (its image list, conditions,
+// addresses: many KiB on a busy node) and annotations, and the status of
+// the agent's own NodeWarm, which the agent writes and keeps itself
+// (reportState) and only watches for its deletion. Event handlers see the
+// same stripped objects; the agent's predicates look only at the Node's
+// labels and the ImageWarm's generation, resolved images and rollout.
+// Anything else (a tombstone) passes unchanged. TestStripImageWarm holds
+// what is kept to what the planner reads.
 var (
 	_ toolscache.TransformFunc = stripImageWarm
 	_ toolscache.TransformFunc = stripNode
@@ -48,7 +53,13 @@ var (
 
 func stripImageWarm(in any) (any, error) {
 	if iw, ok := in.(*warmv1.ImageWarm); ok {
-		iw.ManagedFields, iw.Annotations = nil, nil
+		iw.ManagedFields, iw.Annotations, iw.Labels = nil, nil, nil
+		iw.OwnerReferences, iw.Finalizers = nil, nil
+		iw.Spec.Readiness = nil
+		if iw.Spec.ImagesFrom != nil {
+			// Present, so that status.resolved counts (ResolvedImages).
+			iw.Spec.ImagesFrom = &warmv1.ImagesFrom{}
+		}
 		iw.Status = warmv1.ImageWarmStatus{Resolved: iw.Status.Resolved, Rollout: iw.Status.Rollout}
 	}
 	return in, nil

@@ -22,7 +22,7 @@ import (
 // TestCacheKeepsWhatTheAgentReads checks, on a real API server, what the
 // agent's cache holds: its own Node and NodeWarm only, and of every
 // object what the agent reads (labels, taints, spec, generation, resolved
-// images, the rollout's bound), without the rest of the statuses, annotations or managed fields.
+// images, the rollout's bound), without the rest of the statuses, an ImageWarm's labels, annotations or managed fields.
 func TestCacheKeepsWhatTheAgentReads(t *testing.T) {
 	ctx := context.Background()
 	cp := testbed.StartControlPlane(t)
@@ -39,6 +39,7 @@ func TestCacheKeepsWhatTheAgentReads(t *testing.T) {
 
 	iw := build.ImageWarm("default", "cache-iw", build.Images("registry.example/app:v1"))
 	iw.Annotations = map[string]string{"kubectl.kubernetes.io/last-applied-configuration": "{}"}
+	iw.Labels = map[string]string{"team": "a"}
 	must(t, c.Create(ctx, iw))
 	iw.Status.ObservedGeneration = iw.Generation
 	iw.Status.Conditions = []metav1.Condition{ready}
@@ -98,8 +99,8 @@ func TestCacheKeepsWhatTheAgentReads(t *testing.T) {
 // agent reads and nothing else of the status.
 func checkCachedImageWarm(t *testing.T, got, iw *warmv1.ImageWarm) {
 	t.Helper()
-	if len(got.Status.Conditions) != 0 || got.Status.ObservedGeneration != 0 || got.Annotations != nil || got.ManagedFields != nil {
-		t.Errorf("cached ImageWarm keeps status %+v, annotations %v or managed fields", got.Status, got.Annotations)
+	if len(got.Status.Conditions) != 0 || got.Status.ObservedGeneration != 0 || got.Annotations != nil || got.Labels != nil || got.ManagedFields != nil {
+		t.Errorf("cached ImageWarm keeps status %+v, annotations %v, labels %v or managed fields", got.Status, got.Annotations, got.Labels)
 	}
 	if r := got.Status.Resolved; r == nil || r.Hash != "0123456789abcdef" || len(r.Images) != 1 {
 		t.Errorf("cached ImageWarm lost its resolved images, which the agent warms: %+v", r)

@@ -77,6 +77,58 @@ turns it off; a feature that is off installs none of its rules
 {{- end }}
 
 {{- /*
+warmer.checkArgs refuses, at render time, a role's extraArgs flag that the
+chart's objects depend on, rather than reading the flag's value out of
+extraArgs: the binary's parser (pflag, -name spellings, a value taken
+from the next argument, list flags such as --images-from-kinds adding
+up rather than the last one winning) would have to be copied here, and
+any drift would again leave a permission that the flag turned off. A
+refusal of the name in any spelling cannot under-detect. Refused:
+- a flag whose value decides permissions or the admission policy: set
+  in <role>.flags, which the feature helpers above read;
+- a flag also set in <role>.flags: one value per flag;
+- a flag the chart sets from other values (the runtime's socket, the
+  credential providers' mounts, the namespace of its Roles), in flags
+  too.
+Call with (dict "root" $ "role" "agent"); renders nothing.
+*/}}
+{{- define "warmer.checkArgs" -}}
+{{- $role := .role -}}
+{{- $values := index .root.Values $role -}}
+{{- $features := get (dict
+  "agent" (list "startup-taint" "kubelet-address")
+  "controller" (list "images-from-kinds")) $role -}}
+{{- $ns := "the release's namespace, where the chart's Roles grant it" -}}
+{{- $owned := get (dict
+  "agent" (dict
+    "container-runtime-endpoint" "runtime.preset or runtime.socketPath"
+    "image-credential-provider-config" "credentialProviders.config"
+    "image-credential-provider-bin-dir" "credentialProviders.binDir"
+    "pull-secret-namespace" $ns)
+  "controller" (dict
+    "leader-election-namespace" $ns
+    "pull-secret-namespace" $ns)) $role -}}
+{{- range $name, $_ := $values.flags -}}
+{{- if hasKey $owned $name -}}
+{{- fail (printf "%s.flags.%s: the chart sets --%s from %s" $role $name $name (get $owned $name)) -}}
+{{- end -}}
+{{- end -}}
+{{- range $values.extraArgs -}}
+{{- $arg := toString . -}}
+{{- if hasPrefix "-" $arg -}}
+{{- $name := $arg | trimPrefix "-" | trimPrefix "-" | splitList "=" | first -}}
+{{- if hasKey $owned $name -}}
+{{- fail (printf "%s.extraArgs sets --%s: the chart sets it from %s" $role $name (get $owned $name)) -}}
+{{- else if has $name $features -}}
+{{- fail (printf "%s.extraArgs sets --%s: set %s.flags.%s instead, which the chart's permissions follow" $role $name $role $name) -}}
+{{- else if hasKey $values.flags $name -}}
+{{- fail (printf "%s.extraArgs sets --%s, which %s.flags.%s sets too: set it in one place" $role $name $role $name) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end }}
+
+{{- /*
 Where the controller may read the pull secrets ImageWarms name:
 "namespaces" (opt-in RoleBindings) or "cluster"; anything else fails.
 */}}
