@@ -92,7 +92,7 @@ func TestClusterLevers(t *testing.T) {
 	testbed.Eventually(t, 30*time.Second, "maxPullTimeout 'two hours' in force", func() error {
 		err := cp.Client.Create(ctx, build.ImageWarm(plain, "probe", build.Images("nginx:1.27"), timeout(time.Hour)), client.DryRunAll)
 		if got, _ := verdict(err); got != deniedByPolicy {
-			return fmt.Errorf("pullTimeout 1h got %v, want a refusal", err)
+			return fmt.Errorf("pullTimeout 1h got %w, want a refusal", err)
 		}
 		return nil
 	})

@@ -99,7 +99,7 @@ func TestRegistryAllowlist(t *testing.T) {
 	testbed.Eventually(t, 30*time.Second, "the ConfigMap's absence in force", func() error {
 		err := cp.Client.Create(ctx, build.ImageWarm(extra, "probe", build.Images("registry.team.example/app:v2")), client.DryRunAll)
 		if err == nil || !strings.Contains(err.Error(), missing) || !strings.Contains(err.Error(), "with binding 'warmer-imagewarm-") {
-			return fmt.Errorf("got %v, want a refusal naming the binding", err)
+			return fmt.Errorf("got %w, want a refusal naming the binding", err)
 		}
 		t.Logf("without the ConfigMap: %v (reason %s)", err, apierrors.ReasonForError(err))
 		return nil
@@ -129,7 +129,7 @@ func waitForRegistries(t *testing.T, cp *testbed.ControlPlane, ns, image string)
 	testbed.Eventually(t, 30*time.Second, "the registry list in force", func() error {
 		err := cp.Client.Create(context.Background(), probe.DeepCopy(), client.DryRunAll)
 		if got, _ := verdict(err); got != deniedByPolicy {
-			return fmt.Errorf("%s got %v, want a refusal", image, err)
+			return fmt.Errorf("%s got %w, want a refusal", image, err)
 		}
 		return nil
 	})
