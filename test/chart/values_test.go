@@ -1,6 +1,7 @@
 package chart
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -113,8 +114,9 @@ func TestUnknownPresetFails(t *testing.T) {
 
 // TestReleaseNamespace renders the chart into another namespace: every
 // namespaced object, the bindings' subjects, the controller's
-// leader-election namespace and the admission policy's user name follow
-// it, so the policy keeps matching the agent.
+// leader-election namespace, the admission policy's user name and the
+// ImageWarm policies' parameters follow it, so the policy keeps matching
+// the agent and the operator's settings are found.
 // agentMatch is the admission policies' match of the agent's requests.
 const agentMatch = `request.userInfo.username.matches('^system:serviceaccount:[a-z0-9-]+:warmer-agent$')`
 
@@ -148,6 +150,26 @@ func TestReleaseNamespace(t *testing.T) {
 	}
 	if got := flowSchemaSubjects(t, objs); !slices.Equal(got, []string{ns + "/warmer-agent"}) {
 		t.Errorf("the agents' FlowSchema matches service accounts %v, want %s/warmer-agent", got, ns)
+	}
+	for _, name := range []string{"warmer-imagewarm-cluster-levers", "warmer-imagewarm-registries"} {
+		ref, _, _ := unstructured.NestedStringMap(find(t, objs, "ValidatingAdmissionPolicyBinding", name).Object, "spec", "paramRef")
+		if ref["namespace"] != ns || ref["name"] != "warmer-admission" {
+			t.Errorf("binding %s takes its parameters from %v, want ConfigMap warmer-admission in %s", name, ref, ns)
+		}
+	}
+	find(t, objs, "ConfigMap", "warmer-admission")
+}
+
+// TestAdmissionValues checks that the admission values reach the ConfigMap
+// the ImageWarm policies read: the registries one per line, the maximum
+// pullTimeout as written.
+func TestAdmissionValues(t *testing.T) {
+	objs := helmTemplate(t, namespace, "--set", "admission.registries={docker.io,registry.example:5000}",
+		"--set", "admission.maxPullTimeout=1h")
+	data, _, _ := unstructured.NestedStringMap(find(t, objs, "ConfigMap", "warmer-admission").Object, "data")
+	want := map[string]string{"registries": "docker.io\nregistry.example:5000", "maxPullTimeout": "1h"}
+	if !maps.Equal(data, want) {
+		t.Errorf("ConfigMap warmer-admission holds %q, want %q", data, want)
 	}
 }
 

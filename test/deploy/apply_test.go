@@ -28,6 +28,7 @@ var defaultObjects = []string{
 	"ClusterRoleBinding/warmer-agent-startup-taint",
 	"ClusterRoleBinding/warmer-controller",
 	"ClusterRoleBinding/warmer-controller-images-from",
+	"ConfigMap/warmer-admission",
 	"CustomResourceDefinition/imagewarms.warmer.dev",
 	"CustomResourceDefinition/nodewarms.warmer.dev",
 	"CustomResourceDefinition/rolloutbounds.warmer.dev",
@@ -51,9 +52,11 @@ var defaultObjects = []string{
 	"ValidatingAdmissionPolicy/warmer-agent-own-node-taint",
 	"ValidatingAdmissionPolicy/warmer-agent-own-nodewarm",
 	"ValidatingAdmissionPolicy/warmer-imagewarm-cluster-levers",
+	"ValidatingAdmissionPolicy/warmer-imagewarm-registries",
 	"ValidatingAdmissionPolicyBinding/warmer-agent-own-node-taint",
 	"ValidatingAdmissionPolicyBinding/warmer-agent-own-nodewarm",
 	"ValidatingAdmissionPolicyBinding/warmer-imagewarm-cluster-levers",
+	"ValidatingAdmissionPolicyBinding/warmer-imagewarm-registries",
 }
 
 // TestApply installs config/default with kubectl apply -k, as `make

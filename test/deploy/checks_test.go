@@ -47,7 +47,8 @@ func verdict(err error) (outcome, bool) {
 		return allowed, true
 	case apierrors.IsForbidden(err) && (strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+policyName+"'") ||
 		strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+taintPolicyName+"'") ||
-		strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+leversPolicyName+"'")):
+		strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+leversPolicyName+"'") ||
+		strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+registriesPolicyName+"'")):
 		return deniedByPolicy, true
 	case apierrors.IsForbidden(err):
 		return forbiddenByRBAC, true
