@@ -174,6 +174,8 @@ func (c *Client) PullImage(ctx context.Context, ref string, auth *runtimeapi.Aut
 	if err := checkRef("PullImage", ref); err != nil {
 		return "", err
 	}
+	ctx, end := c.inOwnLease(ctx)
+	defer end()
 	resp, err := c.images.PullImage(ctx, &runtimeapi.PullImageRequest{
 		Image: &runtimeapi.ImageSpec{Image: ref},
 		Auth:  auth,

@@ -17,11 +17,18 @@ func (e *Engine) watch(ctx context.Context) {
 	timer := e.clock.NewTimer(e.watchEvery)
 	defer timer.Stop()
 	w := &watcher{tracks: map[*job]*track{}, ended: map[*track]time.Time{}}
+	due := e.clock.Now().Add(e.watchEvery)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-timer.C():
+		}
+		if now := e.clock.Now(); now.Before(due) {
+			// Between readings: a look for others' pulls (others.go).
+			e.lookForPulls(ctx, w)
+			timer.Reset(e.nextLook(due.Sub(now)))
+			continue
 		}
 		resolving, idle := e.watchOnce(ctx, w)
 		if idle {
@@ -37,8 +44,18 @@ func (e *Engine) watch(ctx context.Context) {
 		if resolving {
 			next = min(next, resolvingPoll)
 		}
-		timer.Reset(next)
+		due = e.clock.Now().Add(next)
+		timer.Reset(e.nextLook(next))
 	}
+}
+
+// nextLook is when the watcher wakes next, given the time to its next
+// reading: sooner, to look for others' pulls, while it does.
+func (e *Engine) nextLook(toReading time.Duration) time.Duration {
+	if e.looksForPulls() {
+		return min(toReading, pullLook)
+	}
+	return toReading
 }
 
 // resolvingPoll is how often the store is read while a pull that started
@@ -55,6 +72,8 @@ const resolvingFor = 10 * time.Second
 type watcher struct {
 	tracks  map[*job]*track
 	foreign map[string]bool
+	// foreignAt is when blobs written for others were last seen.
+	foreignAt time.Time
 	// ended are the tracks of pulls that ended lately, by when: a
 	// cancelled pull's blob stays fresh for a moment, and is no one
 	// else's.
@@ -74,14 +93,17 @@ func (e *Engine) watchOnce(ctx context.Context, w *watcher) (resolving, idle boo
 	e.closeTracks(w, jobs, now)
 	if len(jobs) == 0 && !e.waiting() {
 		e.metrics.throughput.Set(0)
-		e.yieldTo(ctx, nil, nil, false, now)
+		e.yieldTo(ctx, nil, nil, false, 0, now)
 		w.foreign = nil
 		return false, len(w.ended) == 0
 	}
 	ingests, err := e.content.Ingests(ctx)
 	if err == nil {
 		f := foreign(ingests, w.mine(), now)
-		e.yieldTo(ctx, f, w.foreign, w.resolved(jobs), now)
+		if len(f) > 0 {
+			w.foreignAt = now
+		}
+		e.yieldTo(ctx, f, w.foreign, w.resolved(jobs), e.othersPulls(ctx, now, w.foreignAt), now)
 		w.foreign = f
 	}
 	var rate float64

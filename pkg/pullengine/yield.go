@@ -123,11 +123,13 @@ func foreign(ingests []content.Ingest, mine map[string]bool, now time.Time) map[
 }
 
 // yieldTo updates the engine's yielding from the foreign blobs of this
-// reading and of the last. It starts once a blob is seen in both, or in
-// this one alone when sure (every pull of the engine's has its manifest
-// found: one whose manifest is not found yet writes blobs it cannot tell
-// from others' for a moment), and lasts while any is seen.
-func (e *Engine) yieldTo(ctx context.Context, now, last map[string]bool, sure bool, at time.Time) {
+// reading and of the last, and the others' pulls under way (others.go).
+// It starts once a blob is seen in both, or in this one alone when sure
+// (every pull of the engine's has its manifest found: one whose manifest
+// is not found yet writes blobs it cannot tell from others' for a
+// moment), or with others' pulls, and lasts while any blob or pull is
+// seen.
+func (e *Engine) yieldTo(ctx context.Context, now, last map[string]bool, sure bool, pulls int, at time.Time) {
 	n := 0
 	for d := range now {
 		if last[d] || sure {
@@ -135,8 +137,9 @@ func (e *Engine) yieldTo(ctx context.Context, now, last map[string]bool, sure bo
 		}
 	}
 	e.mu.Lock()
-	on := e.yieldMode != YieldOff && (n > 0 || (e.yield.On && len(now) > 0))
-	n = max(n, len(now))
+	on := e.yieldMode != YieldOff && (n > 0 || pulls > 0 || (e.yield.On && len(now) > 0))
+	// A pull seen by its lease alone is at least one blob to come.
+	n = max(n, len(now), pulls)
 	changed, paused := e.setYieldLocked(on, n, at)
 	e.mu.Unlock()
 	e.pause(ctx, paused)
@@ -212,8 +215,8 @@ func (e *Engine) yieldFirst(ctx context.Context, j *job) bool {
 		return false
 	}
 	now := e.clock.Now()
-	f := foreign(ingests, mine, now)
-	if len(f) == 0 {
+	n := max(len(foreign(ingests, mine, now)), e.othersPulls(ctx, now, time.Time{}))
+	if n == 0 {
 		return false
 	}
 	e.mu.Lock()
@@ -222,11 +225,11 @@ func (e *Engine) yieldFirst(ctx context.Context, j *job) bool {
 		return false
 	}
 	e.handBackLocked(j)
-	changed, paused := e.setYieldLocked(true, len(f), now)
+	changed, paused := e.setYieldLocked(true, n, now)
 	e.mu.Unlock()
 	e.pause(ctx, paused)
 	if changed {
-		e.yieldChanged(true, len(f), len(paused))
+		e.yieldChanged(true, n, len(paused))
 	}
 	return true
 }
