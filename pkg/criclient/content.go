@@ -59,7 +59,7 @@ type (
 // namespace. It is safe for concurrent use.
 type ContentStore struct {
 	content contentapi.ContentClient
-	leases  leasesapi.LeasesClient // only for KeepIngests (keep.go)
+	leases  leasesapi.LeasesClient // only for Keep and the pulls' leases (keep.go, pulls.go)
 	timeout time.Duration
 }
 

@@ -16,21 +16,26 @@ import (
 // pull's lease ends with it, and containerd's garbage collection, run
 // after the next pull's changes, then removes every ingest no lease
 // holds: on the test bed the bytes were gone within a second and fetched
-// again. KeepIngests holds them in a lease of warmer's own until the
-// pull resumes, or the lease expires.
+// again. The same goes for the blobs such a pull had fetched in full but
+// not yet unpacked into an image: its lease was all that held them. Keep
+// holds both in a lease of warmer's own until the pull resumes, or the
+// lease expires.
 
 // expireLabel is the lease label after which containerd's garbage
 // collection no longer honours the lease.
 const expireLabel = "containerd.io/gc.expire"
 
-// ingestResource is the lease resource type of an ingest.
-const ingestResource = "ingests"
+// Lease resource types: an ingest, and a blob held in full.
+const (
+	ingestResource  = "ingests"
+	contentResource = "content"
+)
 
-// KeepIngests holds the ingests named by refs (Ingest.Ref) in lease id,
-// created if need be and honoured until until, so that garbage collection
-// leaves them for a pull that resumes them. The store only reads, except
-// for this lease.
-func (s *ContentStore) KeepIngests(ctx context.Context, id string, refs []string, until time.Time) error {
+// Keep holds the ingests named by refs (Ingest.Ref) and the blobs named
+// by digests in lease id, created if need be and honoured until until, so
+// that garbage collection leaves them for a pull that resumes them. The
+// store only reads, except for this lease.
+func (s *ContentStore) Keep(ctx context.Context, id string, refs, digests []string, until time.Time) error {
 	ctx, cancel := s.call(ctx)
 	defer cancel()
 	_, err := s.leases.Create(ctx, &leasesapi.CreateRequest{ID: id, Labels: map[string]string{expireLabel: until.UTC().Format(time.RFC3339)}})
@@ -43,12 +48,18 @@ func (s *ContentStore) KeepIngests(ctx context.Context, id string, refs []string
 			return fmt.Errorf("holding ingest %s in lease %s: %w", ref, id, err)
 		}
 	}
+	for _, d := range digests {
+		_, err := s.leases.AddResource(ctx, &leasesapi.AddResourceRequest{ID: id, Resource: &leasesapi.Resource{ID: d, Type: contentResource}})
+		if err != nil {
+			return fmt.Errorf("holding blob %s in lease %s: %w", d, id, err)
+		}
+	}
 	return nil
 }
 
-// ReleaseIngests ends lease id: its ingests are left to the pulls writing
-// them, or to garbage collection. A lease already gone is no error.
-func (s *ContentStore) ReleaseIngests(ctx context.Context, id string) error {
+// Release ends lease id: what it held is left to the pulls writing or
+// using it, or to garbage collection. A lease already gone is no error.
+func (s *ContentStore) Release(ctx context.Context, id string) error {
 	ctx, cancel := s.call(ctx)
 	defer cancel()
 	if _, err := s.leases.Delete(ctx, &leasesapi.DeleteRequest{ID: id}); err != nil && status.Code(err) != codes.NotFound {

@@ -24,14 +24,31 @@ type fakeContent struct {
 	held      map[string]content.Blob
 	ingests   map[string]int64
 	foreignAt map[string]time.Time // when a blob was last written, where it matters
+	// kept records each Keep: the lease, the ingests' refs and the blobs.
+	kept []keptCall
 }
+
+// keptCall is one Keep the engine asked of the store.
+type keptCall struct {
+	id            string
+	refs, digests []string
+}
+
+func (f *fakeContent) Keep(_ context.Context, id string, refs, digests []string, _ time.Time) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.kept = append(f.kept, keptCall{id: id, refs: refs, digests: digests})
+	return nil
+}
+
+func (f *fakeContent) Release(context.Context, string) error { return nil }
 
 func (f *fakeContent) Ingests(context.Context) ([]content.Ingest, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []content.Ingest
 	for d, n := range f.ingests {
-		out = append(out, content.Ingest{Digest: d, Offset: n, UpdatedAt: f.foreignAt[d]})
+		out = append(out, content.Ingest{Ref: "ingest-" + d, Digest: d, Offset: n, UpdatedAt: f.foreignAt[d]})
 	}
 	return out, nil
 }

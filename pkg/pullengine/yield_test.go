@@ -1,6 +1,7 @@
 package pullengine
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -135,6 +136,40 @@ func testYieldPause(t *testing.T, mode YieldMode) {
 	content.writeForeign(time.Time{})
 	h.until(t, "yielding ended", func() bool { return !h.eng.Yielding().On })
 	h.svc.waitStarted(t, key(t, a))
+}
+
+// TestYieldPauseKeepsItsBytes: before pausing a pull the engine holds,
+// in a lease of its own, what the pull fetched: the layer it was writing
+// (an ingest) and the blobs it had in full (its manifest, config and a
+// finished layer), which containerd's garbage collection would otherwise
+// remove once the cancelled pull's own lease ends.
+func TestYieldPauseKeepsItsBytes(t *testing.T) {
+	h, content, _ := yieldHarness(t, YieldPause)
+	a := "reg.example/app:v1"
+	h.pulling(t, a)
+	content.write(l2Digest, 200)
+	h.until(t, "the pull's manifest found", func() bool {
+		s, _ := h.eng.Status(a)
+		return s.Progress != nil && s.Progress.Known
+	})
+	h.othersPull(t, content)
+	if res := h.result(t); res.Class != pull.ClassCanceled {
+		t.Fatalf("result %+v, want a pause", res)
+	}
+	content.mu.Lock()
+	defer content.mu.Unlock()
+	if len(content.kept) != 1 {
+		t.Fatalf("Keep called %d times, want once: %+v", len(content.kept), content.kept)
+	}
+	k := content.kept[0]
+	if !strings.HasPrefix(k.id, "warmer-paused-") || !slices.Equal(k.refs, []string{"ingest-" + l2Digest}) {
+		t.Errorf("kept lease %q ingests %q, want a warmer-paused- lease of the layer being written", k.id, k.refs)
+	}
+	for _, d := range []string{"sha256:m", cfgDigest, l1Digest, l2Digest} {
+		if !slices.Contains(k.digests, d) {
+			t.Errorf("kept blobs %q lack %s", k.digests, d)
+		}
+	}
 }
 
 // TestYieldPauseLimit: a pull paused maxPauses times is not paused again,
