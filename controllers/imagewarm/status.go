@@ -41,7 +41,7 @@ func newFleet(nodes []metav1.PartialObjectMetadata, reports []warmv1.NodeWarm) *
 // workloads name now before it folds (imagewarm_workloads.go). The conditions start from iw's, so
 // that the ones whose status does not change keep their transition time.
 func aggregateStatus(iw *warmv1.ImageWarm, f *fleet) (warmv1.ImageWarmStatus, error) {
-	sel, err := iw.Spec.NodeSelector.AsSelector()
+	sel, err := iw.Spec.NodeSelector.AsNodeSelector()
 	if err != nil {
 		return warmv1.ImageWarmStatus{}, fmt.Errorf("parsing the nodeSelector: %w", err)
 	}

@@ -489,3 +489,28 @@ func TestAggregateUnlistedImages(t *testing.T) {
 		}
 	}
 }
+
+// TestAggregateControlPlane checks that the controller counts a
+// control-plane node as matching only an ImageWarm whose selector names
+// its role, as the agent there decides (warmv1.AsNodeSelector): otherwise
+// the node, whose agent reports nothing of the ImageWarm, would count as
+// not reporting for good.
+func TestAggregateControlPlane(t *testing.T) {
+	nodes := []metav1.PartialObjectMetadata{iwNodeMeta("worker"), iwNodeMeta("cp", "node-role.kubernetes.io/control-plane", "")}
+	reports := []warmv1.NodeWarm{iwReport("worker", iwWebAt(1), iwImg("nginx", warmv1.ImagePresent)), iwReport("cp", nil)}
+	st, err := aggregateStatus(iwNewWarm(1, nil, "nginx"), newFleet(nodes, reports))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Nodes.Matching != 1 || st.Nodes.Ready != 1 || st.Nodes.NotReporting != 0 {
+		t.Errorf("no selector: nodes %+v, want the worker alone, ready", st.Nodes)
+	}
+	named := iwNewWarm(1, &warmv1.NodeSelector{MatchLabels: map[string]warmv1.LabelValue{"node-role.kubernetes.io/control-plane": ""}}, "nginx")
+	reports[1] = iwReport("cp", iwWebAt(1), iwImg("nginx", warmv1.ImagePresent))
+	if st, err = aggregateStatus(named, newFleet(nodes, reports)); err != nil {
+		t.Fatal(err)
+	}
+	if st.Nodes.Matching != 1 || st.Nodes.Ready != 1 {
+		t.Errorf("control-plane selector: nodes %+v, want the control-plane node alone, ready", st.Nodes)
+	}
+}
