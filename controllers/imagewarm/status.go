@@ -109,7 +109,7 @@ func setProgressing(st *warmv1.ImageWarmStatus, iw *warmv1.ImageWarm) {
 	case n.Unlisted > 0:
 		// Their agents still warm what their reports leave out.
 		c.Status, c.Reason = metav1.ConditionTrue, warmv1.ReasonImagesNotListed
-		c.Message = fmt.Sprintf("%d nodes want more images than a NodeWarm lists and left some of this ImageWarm's out of their report", n.Unlisted)
+		c.Message = fmt.Sprintf("%d nodes want more images or ImageWarms than a NodeWarm lists and left some of this ImageWarm's images out of their report", n.Unlisted)
 	case n.Matching == 0:
 		c.Reason, c.Message = warmv1.ReasonNoMatchingNodes, "the nodeSelector matches no node"
 	case n.Failed > 0:

@@ -1,0 +1,69 @@
+package plan
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+)
+
+// TestPlanFairWarms: a namespace that sorts first with more ImageWarms
+// than a NodeWarm lists does not push a later namespace's out of
+// status.warms: the ImageWarms listed are taken in turn by namespace,
+// the images point at the right ones, and a condition says the list is
+// cut; back under the bound, it goes.
+func TestPlanFairWarms(t *testing.T) {
+	var warms []warmv1.ImageWarm
+	for i := range 600 {
+		warms = append(warms, warm("aaa", fmt.Sprintf("w%03d", i), nil, fmt.Sprintf("registry.test/aaa/i%03d:v1", i)))
+	}
+	warms = append(warms, warm("mmm", "one", nil, "registry.test/aaa/i000:v1"), warm("zzz", "one", nil, "registry.test/zzz/one:v1"))
+	in := input(warms...)
+	out := decide(in)
+	st := out.Status
+	if len(st.Warms) != warmv1.MaxNodeWarms {
+		t.Fatalf("%d warms listed, want %d", len(st.Warms), warmv1.MaxNodeWarms)
+	}
+	for _, ns := range []string{"mmm", "zzz"} {
+		if !slices.ContainsFunc(st.Warms, func(w warmv1.WarmRef) bool { return w.Namespace == ns && w.Name == "one" }) {
+			t.Errorf("%s/one was pushed out of status.warms by aaa's 600", ns)
+		}
+	}
+	if st.Warms[509].Name != "w509" || st.Warms[510].Namespace != "mmm" {
+		t.Errorf("warms %v ... %v: want aaa's first 510 by name, then mmm's and zzz's", st.Warms[:2], st.Warms[508:])
+	}
+	if !slices.IsSortedFunc(st.Warms, func(a, b warmv1.WarmRef) int {
+		return nnCompare(types.NamespacedName{Namespace: a.Namespace, Name: a.Name}, types.NamespacedName{Namespace: b.Namespace, Name: b.Name})
+	}) {
+		t.Error("status.warms is not sorted by namespace and name")
+	}
+	for _, img := range st.Images {
+		if img.Image == "registry.test/zzz/one:v1" && (len(img.Warms) != 1 || st.Warms[img.Warms[0]].Namespace != "zzz") {
+			t.Errorf("zzz's image points at %v, want zzz/one", img.Warms)
+		}
+		if img.Image == "registry.test/aaa/i000:v1" && len(img.Warms) != 2 {
+			t.Errorf("aaa/i000 points at %v, want aaa/w000 and mmm/one", img.Warms)
+		}
+	}
+	c := meta.FindStatusCondition(st.Conditions, warmv1.ConditionWarmsListed)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != warmv1.ReasonTooManyImageWarms {
+		t.Fatalf("condition %+v, want WarmsListed False %s", c, warmv1.ReasonTooManyImageWarms)
+	}
+
+	again := decide(in).Status.Warms
+	if !slices.Equal(again, st.Warms) {
+		t.Error("a second pass over the same ImageWarms lists others")
+	}
+
+	in = input(warms[598:]...)
+	in.Conditions = st.Conditions
+	st = decide(in).Status
+	if len(st.Warms) != 4 || meta.FindStatusCondition(st.Conditions, warmv1.ConditionWarmsListed) != nil {
+		t.Errorf("%d warms with conditions %+v; want 4 and no WarmsListed", len(st.Warms), st.Conditions)
+	}
+}
