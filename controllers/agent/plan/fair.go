@@ -14,7 +14,44 @@ import (
 // What each namespace gets of what the node shares: the report's
 // ImageWarms and image entries, bounded by the API, are taken in turn by
 // the namespaces that ask, so one namespace asking for many cannot push
-// another's out.
+// another's out; and the engine's pulls of one priority start in turn by
+// namespace, so one namespace's many pulls cannot hold back another's
+// few.
+
+// shareOut gives each pull the namespace whose turn it takes in the
+// engine's queue: of the namespaces whose ImageWarms want its entry, the
+// one asking for the fewest pulls in this pass, the first by name among
+// equals. An image several namespaces want then goes as early as the
+// turns of the one that wants least bring it, rather than waiting among a
+// namespace's many: that one pays a turn for it, and the others, which
+// would have pulled it anyway, wait no longer for it than it does.
+func shareOut(pulls []Pull) {
+	asks := map[string]int{}
+	for i := range pulls {
+		for _, ns := range pulls[i].namespaces {
+			asks[ns]++
+		}
+	}
+	for i := range pulls {
+		pl := &pulls[i]
+		for j, ns := range pl.namespaces { // sorted: equals go by name
+			if j == 0 || asks[ns] < asks[pl.Share] {
+				pl.Share = ns
+			}
+		}
+	}
+}
+
+// namespaces are those of the ImageWarms that want w, in order.
+func (w *wantedImage) namespaces() []string {
+	var out []string
+	for _, nn := range w.warms { // sorted: a namespace's are together
+		if len(out) == 0 || out[len(out)-1] != nn.Namespace {
+			out = append(out, nn.Namespace)
+		}
+	}
+	return out
+}
 
 // fairWarms keeps max of the ImageWarms (sorted by namespace, then name),
 // taken in turn by their namespaces, each its next by name. The kept ones
@@ -97,15 +134,10 @@ func entryNamespaces(d Desired, warms []warmv1.WarmRef) func(*warmv1.NodeImage) 
 		if img.SecretsNamespace != "" {
 			return []string{img.SecretsNamespace}
 		}
-		var out []string
 		if w := d.images[entryKey(img.Image, "")]; w != nil {
-			for _, nn := range w.warms { // sorted: a namespace's are together
-				if len(out) == 0 || out[len(out)-1] != nn.Namespace {
-					out = append(out, nn.Namespace)
-				}
-			}
-			return out
+			return w.namespaces()
 		}
+		var out []string
 		for _, i := range img.Warms {
 			if int(i) < len(warms) && !slices.Contains(out, warms[i].Namespace) {
 				out = append(out, warms[i].Namespace)

@@ -67,3 +67,34 @@ func TestPlanFairWarms(t *testing.T) {
 		t.Errorf("%d warms with conditions %+v; want 4 and no WarmsListed", len(st.Warms), st.Conditions)
 	}
 }
+
+// TestPlanPullShares checks whose turn each pull takes in the engine's
+// queue: its namespace's, a secrets namespace's for its own entry, and
+// for an image several namespaces want, the one that asks for the fewest
+// pulls (then the first by name).
+func TestPlanPullShares(t *testing.T) {
+	private := warm("sec", "private", nil, "registry.test/sec/app:v1")
+	private.Spec.ImagePullSecrets = []warmv1.SecretReference{{Name: "regcred"}}
+	in := input(
+		warm("aaa", "many", nil, "registry.test/a/1:v1", "registry.test/a/2:v1", "registry.test/a/3:v1", "registry.test/shared:v1"),
+		warm("zzz", "one", nil, "registry.test/shared:v1"),
+		warm("mmm", "two", nil, "registry.test/m/1:v1", "registry.test/tie:v1"),
+		warm("nnn", "two", nil, "registry.test/n/1:v1", "registry.test/tie:v1"),
+		private,
+	)
+	want := map[string]string{
+		"registry.test/a/1:v1": "aaa", "registry.test/a/2:v1": "aaa", "registry.test/a/3:v1": "aaa",
+		"registry.test/shared:v1": "zzz",
+		"registry.test/m/1:v1":    "mmm", "registry.test/n/1:v1": "nnn", "registry.test/tie:v1": "mmm",
+		"registry.test/sec/app:v1": "sec",
+	}
+	pulls := decide(in).Pulls
+	if len(pulls) != len(want) {
+		t.Fatalf("%d pulls, want %d", len(pulls), len(want))
+	}
+	for _, pl := range pulls {
+		if pl.Share != want[pl.Image] {
+			t.Errorf("%s takes %q's turn, want %q's", pl.Image, pl.Share, want[pl.Image])
+		}
+	}
+}

@@ -131,11 +131,17 @@ type Pull struct {
 	// node-wide ones. The shell gives it to the engine as the request's
 	// Tag, and the engine's reports carry it back.
 	Scope string
+	// Share is the namespace whose turn in the engine's queue the pull
+	// takes (fair.go, shareOut); the shell gives it as the request's
+	// Share.
+	Share string
 
 	// refKey, and whether the entry's pull is under way or backing off,
 	// for choosing one pull per image (onePullPerImage).
 	refKey            string
 	inFlight, backOff bool
+	// namespaces want the entry (wantedImage.namespaces), for shareOut.
+	namespaces []string
 }
 
 // State is what the agent remembers between passes. All of it can be
@@ -311,6 +317,7 @@ func Decide(in Input) Output {
 		}
 	}
 	p.out.Pulls = onePullPerImage(p.out.Pulls)
+	shareOut(p.out.Pulls)
 	p.warmed(complete)
 	p.failureEvents()
 	p.unpins()
@@ -517,7 +524,7 @@ func (p *planner) pull(w *wantedImage, m imageMemory, v imageView) (diskHeld, ev
 			// A pull that ends between the listing and the shell's Sync
 			// is not started again.
 			MissingSince: p.in.ListedAt,
-			refKey:       w.refKey, inFlight: v.inFlight, backOff: v.backOff,
+			refKey:       w.refKey, inFlight: v.inFlight, backOff: v.backOff, namespaces: w.namespaces(),
 		})
 	}
 	return diskHeld, evictHeld
