@@ -55,7 +55,9 @@ type ImageWarmSpec struct {
 
 	// nodeSelector selects the nodes that must hold the images, by their
 	// labels, written like a Pod's label selector. Absent or empty selects
-	// every node.
+	// every node but the control-plane nodes (labelled
+	// node-role.kubernetes.io/control-plane or .../master): only a
+	// selector naming that role reaches those.
 	// +optional
 	NodeSelector *NodeSelector `json:"nodeSelector,omitempty"`
 
