@@ -42,14 +42,7 @@ func TestPlanFairWarms(t *testing.T) {
 	}) {
 		t.Error("status.warms is not sorted by namespace and name")
 	}
-	for _, img := range st.Images {
-		if img.Image == "registry.test/zzz/one:v1" && (len(img.Warms) != 1 || st.Warms[img.Warms[0]].Namespace != "zzz") {
-			t.Errorf("zzz's image points at %v, want zzz/one", img.Warms)
-		}
-		if img.Image == "registry.test/aaa/i000:v1" && len(img.Warms) != 2 {
-			t.Errorf("aaa/i000 points at %v, want aaa/w000 and mmm/one", img.Warms)
-		}
-	}
+	checkWarmIndices(t, st)
 	c := meta.FindStatusCondition(st.Conditions, warmv1.ConditionWarmsListed)
 	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != warmv1.ReasonTooManyImageWarms {
 		t.Fatalf("condition %+v, want WarmsListed False %s", c, warmv1.ReasonTooManyImageWarms)
@@ -95,6 +88,20 @@ func TestPlanPullShares(t *testing.T) {
 	for _, pl := range pulls {
 		if pl.Share != want[pl.Image] {
 			t.Errorf("%s takes %q's turn, want %q's", pl.Image, pl.Share, want[pl.Image])
+		}
+	}
+}
+
+// checkWarmIndices checks that TestPlanFairWarms's images point at the
+// ImageWarms listed that want them.
+func checkWarmIndices(t *testing.T, st warmv1.NodeWarmStatus) {
+	t.Helper()
+	for _, img := range st.Images {
+		if img.Image == "registry.test/zzz/one:v1" && (len(img.Warms) != 1 || st.Warms[img.Warms[0]].Namespace != "zzz") {
+			t.Errorf("zzz's image points at %v, want zzz/one", img.Warms)
+		}
+		if img.Image == "registry.test/aaa/i000:v1" && len(img.Warms) != 2 {
+			t.Errorf("aaa/i000 points at %v, want aaa/w000 and mmm/one", img.Warms)
 		}
 	}
 }
