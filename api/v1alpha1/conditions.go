@@ -78,8 +78,9 @@ const (
 const ReasonTooManyImages = "TooManyImages"
 
 // ReasonImagesNotListed is the reason of an ImageWarm's Ready and
-// Progressing conditions when some matching node wants more images than a
-// NodeWarm lists and left some of this ImageWarm's out of its report
+// Progressing conditions when some matching node wants more images, or
+// matches more ImageWarms, than a NodeWarm lists and left some of this
+// ImageWarm's images out of its report
 // (status.nodes.unlisted): not a failure, but progress there cannot be
 // seen.
 const ReasonImagesNotListed = "ImagesNotListed"
@@ -123,10 +124,19 @@ const (
 	// ConditionImagesListed is on a NodeWarm only while its images list is
 	// cut (status False, reason ReasonTooManyImages): the node wants more
 	// than MaxNodeImages images. The counts still cover every image; an
-	// ImageWarm image the list leaves out is counted as failed on that
+	// ImageWarm image the list leaves out is counted as unlisted on that
 	// node.
 	ConditionImagesListed = "ImagesListed"
+	// ConditionWarmsListed is on a NodeWarm only while its warms list is
+	// cut (status False, reason ReasonTooManyImageWarms): more than
+	// MaxNodeWarms ImageWarms match the node. An ImageWarm the list
+	// leaves out counts the node as unlisted, not as not reporting.
+	ConditionWarmsListed = "WarmsListed"
 )
+
+// ReasonTooManyImageWarms is the reason of a NodeWarm's WarmsListed when
+// more than MaxNodeWarms ImageWarms match the node.
+const ReasonTooManyImageWarms = "TooManyImageWarms"
 
 // Reasons of the NodeWarm's RuntimeReady condition.
 const (

@@ -55,7 +55,9 @@ type ImageWarmSpec struct {
 
 	// nodeSelector selects the nodes that must hold the images, by their
 	// labels, written like a Pod's label selector. Absent or empty selects
-	// every node.
+	// every node but the control-plane nodes (labelled
+	// node-role.kubernetes.io/control-plane or .../master): only a
+	// selector naming that role reaches those.
 	// +optional
 	NodeSelector *NodeSelector `json:"nodeSelector,omitempty"`
 
@@ -162,10 +164,10 @@ type NodeCounts struct {
 	// image: they can never hold it, so they do not count toward Ready.
 	// +optional
 	Unsupported int32 `json:"unsupported,omitempty"`
-	// unlisted nodes want more images than a NodeWarm lists (512 entries,
-	// shared fairly among the namespaces that ask) and left some image of
-	// this ImageWarm out of their report: its progress there cannot be
-	// seen. They are neither ready nor failed; their agents still warm it.
+	// unlisted nodes want more images, or match more ImageWarms, than a
+	// NodeWarm lists (512 of each, shared fairly among the namespaces that
+	// ask) and left some image of this ImageWarm, or the ImageWarm, out of
+	// their report: its progress there cannot be seen. They are neither ready nor failed; their agents still warm it.
 	// +optional
 	Unlisted int32 `json:"unlisted,omitempty"`
 }

@@ -210,8 +210,10 @@ type NodeWarmStatus struct {
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:items:MaxLength=253
 	CredentialProviders []string `json:"credentialProviders,omitempty"`
-	// conditions describe the agent: RuntimeReady, DiskPressure, Pinning
-	// and StartupTaint.
+	// conditions describe the agent: RuntimeReady, DiskPressure, Pinning,
+	// Yielding, PullProgress, StartupTaint, and ImagesListed and
+	// WarmsListed while the images or warms lists are cut (eight types:
+	// the bound holds each once).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -220,7 +222,8 @@ type NodeWarmStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 	// warms are the ImageWarms that apply to this node, with the generation
 	// the agent acts on, sorted by namespace and name; images[].warms index
-	// this list.
+	// this list. Past 512, the 512 listed are taken in turn by their
+	// namespaces (condition WarmsListed).
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=512

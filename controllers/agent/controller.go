@@ -442,7 +442,7 @@ func (a *NodeAgent) apply(ctx context.Context, node *corev1.Node, nw *warmv1.Nod
 			continue
 		}
 		reqs = append(reqs, pullengine.Request{Image: p.Image, Priority: p.Priority, Timeout: p.Timeout, MissingSince: p.MissingSince,
-			Keyring: ring, Tag: p.Scope})
+			Keyring: ring, Tag: p.Scope, Share: p.Share})
 	}
 	a.Engine.Sync(ctx, reqs)
 	out.Applied(secrets.outcomes(), a.applyPins(ctx, out.Pins, out.Unpins))

@@ -110,7 +110,7 @@ func FuzzAggregateStatus(f *testing.F) {
 
 func checkCounts(t *testing.T, iw *warmv1.ImageWarm, nodes []metav1.PartialObjectMetadata, st warmv1.ImageWarmStatus) {
 	t.Helper()
-	sel, _ := iw.Spec.NodeSelector.AsSelector()
+	sel, _ := iw.Spec.NodeSelector.AsNodeSelector()
 	matching := int32(0)
 	for _, n := range nodes {
 		if sel.Matches(labels.Set(n.Labels)) {

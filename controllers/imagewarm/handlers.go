@@ -91,7 +91,7 @@ func (r *Reconciler) enqueueSelecting(ctx context.Context, q requestQueue, sets 
 	}
 	for i := range warms.Items {
 		iw := &warms.Items[i]
-		sel, err := iw.Spec.NodeSelector.AsSelector()
+		sel, err := iw.Spec.NodeSelector.AsNodeSelector()
 		if err == nil && !matchesAny(sel, sets) {
 			continue
 		}

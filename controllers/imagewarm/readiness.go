@@ -111,7 +111,7 @@ func setReady(st *warmv1.ImageWarmStatus, iw *warmv1.ImageWarm) {
 		c.Message = notReportingText(st, iw) + needText(iw, need)
 	case n.Unlisted > 0:
 		c.Reason = warmv1.ReasonImagesNotListed
-		c.Message = fmt.Sprintf("%d/%d matching nodes have every image; %d pulling; %d want more images than a NodeWarm lists (%d) and left some of this ImageWarm's out of their report",
+		c.Message = fmt.Sprintf("%d/%d matching nodes have every image; %d pulling; %d want more images or ImageWarms than a NodeWarm lists (%d each) and left some of this ImageWarm's images out of their report",
 			n.Ready, counted, n.Pulling, n.Unlisted, warmv1.MaxNodeImages) + needText(iw, need)
 	default:
 		c.Reason = warmv1.ReasonPulling

@@ -41,7 +41,7 @@ func newFleet(nodes []metav1.PartialObjectMetadata, reports []warmv1.NodeWarm) *
 // workloads name now before it folds (imagewarm_workloads.go). The conditions start from iw's, so
 // that the ones whose status does not change keep their transition time.
 func aggregateStatus(iw *warmv1.ImageWarm, f *fleet) (warmv1.ImageWarmStatus, error) {
-	sel, err := iw.Spec.NodeSelector.AsSelector()
+	sel, err := iw.Spec.NodeSelector.AsNodeSelector()
 	if err != nil {
 		return warmv1.ImageWarmStatus{}, fmt.Errorf("parsing the nodeSelector: %w", err)
 	}
@@ -109,7 +109,7 @@ func setProgressing(st *warmv1.ImageWarmStatus, iw *warmv1.ImageWarm) {
 	case n.Unlisted > 0:
 		// Their agents still warm what their reports leave out.
 		c.Status, c.Reason = metav1.ConditionTrue, warmv1.ReasonImagesNotListed
-		c.Message = fmt.Sprintf("%d nodes want more images than a NodeWarm lists and left some of this ImageWarm's out of their report", n.Unlisted)
+		c.Message = fmt.Sprintf("%d nodes want more images or ImageWarms than a NodeWarm lists and left some of this ImageWarm's images out of their report", n.Unlisted)
 	case n.Matching == 0:
 		c.Reason, c.Message = warmv1.ReasonNoMatchingNodes, "the nodeSelector matches no node"
 	case n.Failed > 0:

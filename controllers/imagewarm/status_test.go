@@ -489,3 +489,59 @@ func TestAggregateUnlistedImages(t *testing.T) {
 		}
 	}
 }
+
+// TestAggregateControlPlane checks that the controller counts a
+// control-plane node as matching only an ImageWarm whose selector names
+// its role, as the agent there decides (warmv1.AsNodeSelector): otherwise
+// the node, whose agent reports nothing of the ImageWarm, would count as
+// not reporting for good.
+func TestAggregateControlPlane(t *testing.T) {
+	nodes := []metav1.PartialObjectMetadata{iwNodeMeta("worker"), iwNodeMeta("cp", "node-role.kubernetes.io/control-plane", "")}
+	reports := []warmv1.NodeWarm{iwReport("worker", iwWebAt(1), iwImg("nginx", warmv1.ImagePresent)), iwReport("cp", nil)}
+	st, err := aggregateStatus(iwNewWarm(1, nil, "nginx"), newFleet(nodes, reports))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Nodes.Matching != 1 || st.Nodes.Ready != 1 || st.Nodes.NotReporting != 0 {
+		t.Errorf("no selector: nodes %+v, want the worker alone, ready", st.Nodes)
+	}
+	named := iwNewWarm(1, &warmv1.NodeSelector{MatchLabels: map[string]warmv1.LabelValue{"node-role.kubernetes.io/control-plane": ""}}, "nginx")
+	reports[1] = iwReport("cp", iwWebAt(1), iwImg("nginx", warmv1.ImagePresent))
+	if st, err = aggregateStatus(named, newFleet(nodes, reports)); err != nil {
+		t.Fatal(err)
+	}
+	if st.Nodes.Matching != 1 || st.Nodes.Ready != 1 {
+		t.Errorf("control-plane selector: nodes %+v, want the control-plane node alone, ready", st.Nodes)
+	}
+}
+
+// TestAggregateWarmLeftOut reads the report of a node that matches more
+// ImageWarms than a NodeWarm lists and left this one out: the node counts
+// as unlisted, with every image, and the conditions say why, rather than
+// as not reporting for good. A report that leaves it out without saying
+// so is not on it yet: not reporting.
+func TestAggregateWarmLeftOut(t *testing.T) {
+	iw := iwNewWarm(1, nil, "nginx", "redis")
+	cut := iwReport("node-a", []warmv1.WarmRef{{Namespace: "aaa", Name: "w000", Generation: 1}}, iwImg("nginx", warmv1.ImagePresent))
+	cut.Status.Conditions = []metav1.Condition{{Type: warmv1.ConditionWarmsListed, Status: metav1.ConditionFalse, Reason: warmv1.ReasonTooManyImageWarms}}
+	behind := iwReport("node-b", []warmv1.WarmRef{{Namespace: "aaa", Name: "w000", Generation: 1}}, iwImg("nginx", warmv1.ImagePresent))
+	st, err := aggregateStatus(iw, newFleet([]metav1.PartialObjectMetadata{iwNodeMeta("node-a"), iwNodeMeta("node-b")}, []warmv1.NodeWarm{cut, behind}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Nodes.Unlisted != 1 || st.Nodes.NotReporting != 1 || st.Nodes.Failed != 0 || st.Nodes.Ready != 0 {
+		t.Errorf("nodes %+v, want node-a unlisted and node-b not reporting", st.Nodes)
+	}
+	if len(st.Images) != 2 || st.Images[0].Unlisted != 1 || st.Images[1].Unlisted != 1 {
+		t.Errorf("images %+v, want both unlisted on one node", st.Images)
+	}
+	st.Nodes.NotReporting = 0 // node-b caught up and ready: what is left is node-a
+	st.Nodes.Ready = 1
+	setReady(&st, iw)
+	setProgressing(&st, iw)
+	for _, typ := range []string{warmv1.ConditionReady, warmv1.ConditionProgressing} {
+		if c := meta.FindStatusCondition(st.Conditions, typ); c == nil || c.Reason != warmv1.ReasonImagesNotListed || !strings.Contains(c.Message, "ImageWarms") {
+			t.Errorf("%s = %+v, want reason %s naming ImageWarms", typ, c, warmv1.ReasonImagesNotListed)
+		}
+	}
+}

@@ -128,6 +128,9 @@ func (t *warmTally) addNode(node string, since metav1.Time, nw *warmv1.NodeWarm)
 		// Starts already served count whatever generation the agent is on.
 		t.served += int64(w.ServedStarts)
 	}
+	if t.leftOut(nw) {
+		return t.addLeftOut()
+	}
 	if !t.reportedBy(nw) {
 		t.nodes.NotReporting++
 		t.silent.add(node, since)
@@ -186,6 +189,28 @@ func (t *warmTally) addNode(node string, since metav1.Time, nw *warmv1.NodeWarm)
 		t.nodes.Pulling++
 	}
 	return out
+}
+
+// leftOut says whether the report leaves this ImageWarm out of its warms
+// because more ImageWarms match the node than a NodeWarm lists: the agent
+// still warms its images, but says nothing of them for it.
+func (t *warmTally) leftOut(nw *warmv1.NodeWarm) bool {
+	if nw == nil || t.listedIn(nw) != nil {
+		return false
+	}
+	c := meta.FindStatusCondition(nw.Status.Conditions, warmv1.ConditionWarmsListed)
+	return c != nil && c.Status == metav1.ConditionFalse
+}
+
+// addLeftOut counts a node whose report left this ImageWarm out as
+// unlisted, every image with it: its progress there cannot be seen. For
+// a rollout, the node is still pulling.
+func (t *warmTally) addLeftOut() nodeOutcome {
+	t.nodes.Unlisted++
+	for i := range t.images {
+		t.images[i].Unlisted++
+	}
+	return nodeOutcome{state: nodePulling}
 }
 
 // addDeadAgent counts a matching node whose agent is dead (liveness.go)

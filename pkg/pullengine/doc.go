@@ -26,7 +26,8 @@
 //   - presence.go: an index of one ListImages answer by repo tag and repo
 //     digest.
 //   - puller.go, serial.go, parallel.go: how many pulls run at once.
-//   - queue.go: which pull is next (priority, then arrival).
+//   - queue.go: which pull is next (priority, then turn, then arrival);
+//     turns.go: the shares of one priority take turns.
 //   - repo.go: one pull per repository at a time, so that one image named
 //     by tag and by digest is pulled once.
 //   - throttle.go: registry QPS/burst as a decorator of the image service.

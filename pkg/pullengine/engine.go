@@ -16,7 +16,7 @@ import (
 )
 
 // Engine pulls images through a node's runtime: it queues requests by
-// priority, merges requests for the same image, runs pulls through its
+// priority, each priority's shares in turn, merges requests for the same image, runs pulls through its
 // Puller with per-image back-off, a disk guard, a registry throttle and a
 // per-pull timeout, and cancels pulls no longer wanted. It is safe for
 // concurrent use.
@@ -47,6 +47,7 @@ type Engine struct {
 	mine    map[string]bool   // the blobs its pulls fetch, as the watcher last saw them
 	busy    chan struct{}     // wakes the watcher at rest when a job is queued
 	seq     uint64
+	turns   turns           // the shares' turns in the queue (turns.go)
 	ctx     context.Context // Start's: the parent of every pull
 	log     logr.Logger
 	started bool
@@ -274,7 +275,12 @@ func (e *Engine) update(j *job, req Request, creds []Credential) {
 	if j.running {
 		return
 	}
-	j.priority, j.timeout = req.Priority, e.timeoutOf(req)
+	if req.Priority != j.priority {
+		// Its turn was given among the old priority's. Another share
+		// alone keeps the turn: the job does not lose its place.
+		j.turn = e.turns.give(req.Priority, req.Share)
+	}
+	j.priority, j.timeout, j.share = req.Priority, e.timeoutOf(req), req.Share
 	j.creds, j.backoffKey, j.tag = creds, backoffKey(j.ref.String(), creds), req.Tag
 	if j.index >= 0 { // not parked behind its repository's pull
 		heap.Fix(&e.queue, j.index)

@@ -44,6 +44,8 @@ type job struct {
 	creds      []Credential
 	backoffKey string
 	tag        string // the request's Tag
+	share      string // the request's Share
+	turn       uint64 // its place among its priority's shares (turns.go)
 	seq        uint64
 	index      int // in the queue; -1 when not queued
 
@@ -71,8 +73,11 @@ type job struct {
 
 func (e *Engine) newJob(ref imageref.Reference, req Request, creds []Credential, bkey string) *job {
 	e.seq++
+	if len(e.jobs) == 0 {
+		e.turns.reset() // no job holds a turn
+	}
 	return &job{ref: ref, priority: req.Priority, timeout: e.timeoutOf(req), creds: creds,
-		backoffKey: bkey, tag: req.Tag, seq: e.seq, index: -1}
+		backoffKey: bkey, tag: req.Tag, share: req.Share, turn: e.turns.give(req.Priority, req.Share), seq: e.seq, index: -1}
 }
 
 func (e *Engine) timeoutOf(req Request) time.Duration {

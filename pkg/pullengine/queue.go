@@ -3,7 +3,8 @@ package pullengine
 import "container/heap"
 
 // jobQueue orders queued jobs for container/heap: higher priority first,
-// then first come, first served.
+// then by turn (turns.go: the shares of one priority take turns), then
+// first come, first served.
 type jobQueue []*job
 
 var _ heap.Interface = &jobQueue{}
@@ -11,10 +12,14 @@ var _ heap.Interface = &jobQueue{}
 // Len is the number of queued jobs.
 func (q jobQueue) Len() int { return len(q) }
 
-// Less puts higher priority first, then earlier arrival.
+// Less puts higher priority first, then the earlier turn, then earlier
+// arrival.
 func (q jobQueue) Less(i, j int) bool {
 	if q[i].priority != q[j].priority {
 		return q[i].priority > q[j].priority
+	}
+	if q[i].turn != q[j].turn {
+		return q[i].turn < q[j].turn
 	}
 	return q[i].seq < q[j].seq
 }

@@ -112,6 +112,7 @@ func (e *Engine) popRunnableLocked() (*job, []string) {
 			continue
 		}
 		j = e.preferTagLocked(j)
+		e.turns.started(j)
 		r.running = j
 		return j, r.pulledSince(j)
 	}

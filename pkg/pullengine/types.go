@@ -40,8 +40,16 @@ type CredentialProvider interface {
 type Request struct {
 	// Image is the reference as the user wrote it.
 	Image string
-	// Priority orders queued pulls: higher first, then first come.
+	// Priority orders queued pulls: higher first, then the shares in
+	// turn, then first come.
 	Priority int32
+	// Share names whose turn the request takes: within one priority,
+	// queued pulls start in turn by share, each share's in the order they
+	// came, so one share's many requests do not hold back another's few
+	// (turns.go). The engine gives it no other meaning; "" is a share like
+	// any other. A queued job keeps the turn it was given; a later request
+	// of another priority gives it a new one, under the latest share.
+	Share string
 	// Timeout bounds the pull once started; 0 means Options.PullTimeout.
 	Timeout time.Duration
 	// Keyring holds the logins of the image's pull secrets; nil means

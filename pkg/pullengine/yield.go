@@ -263,7 +263,7 @@ func (e *Engine) pauseRunningLocked() []*job {
 			continue
 		}
 		again := &job{ref: j.ref, priority: j.priority, timeout: j.timeout, creds: j.creds, backoffKey: j.backoffKey,
-			tag: j.tag, seq: j.seq, index: -1, pauses: j.pauses + 1}
+			tag: j.tag, share: j.share, turn: j.turn, seq: j.seq, index: -1, pauses: j.pauses + 1}
 		j.notWanted, j.successor = true, again
 		e.metrics.pauses.Inc()
 		out = append(out, j)

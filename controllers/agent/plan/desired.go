@@ -209,7 +209,7 @@ func (m *Memo) parsed(nn types.NamespacedName, iw *warmv1.ImageWarm) *parsedWarm
 // first matches (parseRefs): on most nodes most ImageWarms do not.
 func parseWarm(iw *warmv1.ImageWarm) *parsedWarm {
 	pw := &parsedWarm{uid: iw.UID, generation: iw.Generation, resolved: iw.ResolvedHash()}
-	pw.selector, pw.selErr = iw.Spec.NodeSelector.AsSelector()
+	pw.selector, pw.selErr = iw.Spec.NodeSelector.AsNodeSelector()
 	return pw
 }
 

@@ -191,3 +191,34 @@ func TestServedPerWarm(t *testing.T) {
 		}
 	}
 }
+
+// TestDesiredControlPlane checks that a control-plane node wants only the
+// images of ImageWarms whose selector names its role: one with no
+// selector, or one about other labels, reaches the workers alone.
+func TestDesiredControlPlane(t *testing.T) {
+	all := warm("a", "all", nil, "nginx:1.27")
+	linux := warm("a", "linux", map[string]warmv1.LabelValue{"kubernetes.io/os": "linux"}, "redis:7")
+	named := warm("ops", "cp", map[string]warmv1.LabelValue{"node-role.kubernetes.io/control-plane": ""}, "etcd:3.5")
+	warms := []warmv1.ImageWarm{all, linux, named}
+	for _, tc := range []struct {
+		name   string
+		labels map[string]string
+		want   string
+	}{
+		{"worker", map[string]string{"kubernetes.io/os": "linux"},
+			"[docker.io/library/nginx:1.27 docker.io/library/redis:7]"},
+		{"control-plane", map[string]string{"kubernetes.io/os": "linux", "node-role.kubernetes.io/control-plane": ""},
+			"[docker.io/library/etcd:3.5]"},
+		{"master", map[string]string{"kubernetes.io/os": "linux", "node-role.kubernetes.io/master": ""}, "[]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, bad := desiredImages("n", tc.labels, warms)
+			if len(bad) != 0 {
+				t.Fatalf("bad selectors: %v", bad)
+			}
+			if got := fmt.Sprint(d.Keys()); got != tc.want {
+				t.Errorf("desired %s, want %s", got, tc.want)
+			}
+		})
+	}
+}

@@ -131,11 +131,17 @@ type Pull struct {
 	// node-wide ones. The shell gives it to the engine as the request's
 	// Tag, and the engine's reports carry it back.
 	Scope string
+	// Share is the namespace whose turn in the engine's queue the pull
+	// takes (fair.go, shareOut); the shell gives it as the request's
+	// Share.
+	Share string
 
 	// refKey, and whether the entry's pull is under way or backing off,
 	// for choosing one pull per image (onePullPerImage).
 	refKey            string
 	inFlight, backOff bool
+	// namespaces want the entry (wantedImage.namespaces), for shareOut.
+	namespaces []string
 }
 
 // State is what the agent remembers between passes. All of it can be
@@ -294,7 +300,7 @@ func Decide(in Input) Output {
 	p.present = map[string]bool{}
 	p.takeStarted()
 	p.takeResults()
-	p.warmIndex = warmIndex(in.Desired.warms)
+	p.warmIndex = warmIndex(fairWarms(in.Desired.warms, warmv1.MaxNodeWarms))
 	var st warmv1.NodeWarmStatus
 	complete := map[types.NamespacedName]bool{}
 	doneKeys := make(map[string]bool, len(in.Desired.images))
@@ -311,6 +317,7 @@ func Decide(in Input) Output {
 		}
 	}
 	p.out.Pulls = onePullPerImage(p.out.Pulls)
+	shareOut(p.out.Pulls)
 	p.warmed(complete)
 	p.failureEvents()
 	p.unpins()
@@ -517,7 +524,7 @@ func (p *planner) pull(w *wantedImage, m imageMemory, v imageView) (diskHeld, ev
 			// A pull that ends between the listing and the shell's Sync
 			// is not started again.
 			MissingSince: p.in.ListedAt,
-			refKey:       w.refKey, inFlight: v.inFlight, backOff: v.backOff,
+			refKey:       w.refKey, inFlight: v.inFlight, backOff: v.backOff, namespaces: w.namespaces(),
 		})
 	}
 	return diskHeld, evictHeld
@@ -764,7 +771,7 @@ func (p *planner) warmed(complete map[types.NamespacedName]bool) {
 // finishStatus completes the NodeWarm status around the images.
 func (p *planner) finishStatus(st warmv1.NodeWarmStatus) warmv1.NodeWarmStatus {
 	now := metav1.NewTime(p.in.Now)
-	st.Warms = servedPerWarm(p.in.Desired, p.in.ServedByImage, p.present)
+	st.Warms = fairWarms(servedPerWarm(p.in.Desired, p.in.ServedByImage, p.present), warmv1.MaxNodeWarms)
 	for _, bad := range p.in.Desired.invalid {
 		since := now
 		if m, ok := p.in.State.images[invalidKey(bad.image)]; ok && m.state == warmv1.ImageFailed {
@@ -783,10 +790,7 @@ func (p *planner) finishStatus(st warmv1.NodeWarmStatus) warmv1.NodeWarmStatus {
 	sumProgress(&st)
 	wanted := len(st.Images)
 	if wanted > warmv1.MaxNodeImages {
-		st.Images = fairShare(st.Images, st.Warms, warmv1.MaxNodeImages)
-	}
-	if len(st.Warms) > warmv1.MaxNodeWarms {
-		st.Warms = st.Warms[:warmv1.MaxNodeWarms]
+		st.Images = fairShare(st.Images, warmv1.MaxNodeImages, entryNamespaces(p.in.Desired, st.Warms))
 	}
 	st.Runtime = p.in.RuntimeInfo
 	st.ServedStarts = int32(min(p.in.ServedStarts, math.MaxInt32))
@@ -798,6 +802,7 @@ func (p *planner) finishStatus(st warmv1.NodeWarmStatus) warmv1.NodeWarmStatus {
 	st.Conditions = progressCondition(st.Conditions, p.in.ContentUnable, now)
 	st.Conditions = yieldCondition(st.Conditions, p.in.Yield, now)
 	st.Conditions = listedCondition(st.Conditions, wanted, now)
+	st.Conditions = warmsCondition(st.Conditions, len(p.in.Desired.warms), now)
 	return st
 }
 

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -34,12 +33,11 @@ func engineState(s pull.State) warmv1.ImageState {
 	}
 }
 
-// warmIndex maps each ImageWarm the status lists to its place in
-// status.warms, which images refer to by index.
+// warmIndex maps each ImageWarm the status lists (fairWarms) to its place
+// in status.warms, which images refer to by index.
 func warmIndex(warms []warmv1.WarmRef) map[types.NamespacedName]int32 {
-	n := min(len(warms), warmv1.MaxNodeWarms)
-	idx := make(map[types.NamespacedName]int32, n)
-	for i, w := range warms[:n] {
+	idx := make(map[types.NamespacedName]int32, len(warms))
+	for i, w := range warms {
 		idx[types.NamespacedName{Namespace: w.Namespace, Name: w.Name}] = int32(i)
 	}
 	return idx
@@ -207,64 +205,6 @@ func listedCondition(conds []metav1.Condition, wanted int, now metav1.Time) []me
 		Reason: warmv1.ReasonTooManyImages, Message: fmt.Sprintf("%d images are wanted on this node, more than the %d a NodeWarm lists: "+
 			"%d are listed, shared in turn among the namespaces that ask, and the counts cover all. ImageWarms count the images left out as unlisted here, "+
 			"neither ready nor failed; the agent still warms them. Ask fewer images of this node", wanted, warmv1.MaxNodeImages, warmv1.MaxNodeImages)}, now)
-}
-
-// fairShare keeps max of the report's entries, taken in turn by the
-// namespaces that want them, each its next entry by name: one namespace
-// asking for many images cannot push another's out of the report. An
-// entry several namespaces want counts for each. The entries keep their
-// order.
-func fairShare(images []warmv1.NodeImage, warms []warmv1.WarmRef, max int) []warmv1.NodeImage {
-	queues := map[string][]int{}
-	for i := range images {
-		for _, ns := range namespacesOf(&images[i], warms) {
-			queues[ns] = append(queues[ns], i)
-		}
-	}
-	names := make([]string, 0, len(queues))
-	for ns := range queues {
-		names = append(names, ns)
-	}
-	sort.Strings(names)
-	keep := make([]bool, len(images))
-	for kept, progressed := 0, true; kept < max && progressed; {
-		progressed = false
-		for _, ns := range names {
-			q := queues[ns]
-			for len(q) > 0 && keep[q[0]] {
-				q = q[1:]
-			}
-			if len(q) > 0 && kept < max {
-				keep[q[0]], kept, progressed = true, kept+1, true
-				q = q[1:]
-			}
-			queues[ns] = q
-		}
-	}
-	out := make([]warmv1.NodeImage, 0, max)
-	for i := range images {
-		if keep[i] {
-			out = append(out, images[i])
-		}
-	}
-	return out
-}
-
-// namespacesOf are the namespaces an entry is wanted by.
-func namespacesOf(img *warmv1.NodeImage, warms []warmv1.WarmRef) []string {
-	if img.SecretsNamespace != "" {
-		return []string{img.SecretsNamespace}
-	}
-	var out []string
-	for _, i := range img.Warms {
-		if int(i) < len(warms) && !slices.Contains(out, warms[i].Namespace) {
-			out = append(out, warms[i].Namespace)
-		}
-	}
-	if len(out) == 0 {
-		return []string{""}
-	}
-	return out
 }
 
 // unknownLevelHeld says that the guard, unable to read the level, holds
