@@ -54,9 +54,9 @@ var networkFailures = []string{"connection refused", "no such host", "i/o timeou
 // httpUnavailable are a registry's own HTTP answers that it cannot serve.
 var httpUnavailable = []string{"500 internal server error", "502 bad gateway", "503 service unavailable", "504 gateway timeout"}
 
-// unreachedMessage stands in for the runtime's words when a pull reached
-// no registry that answered in HTTP.
-const unreachedMessage = "the registry could not be reached (no connection, name, TLS handshake or HTTP answer); the agent's log has the runtime's error"
+// unreachedMessage stands in for the runtime's words when a pull got no
+// HTTP answer, or lost its connection.
+const unreachedMessage = "the registry could not be reached, or the connection broke (a network, DNS or TLS failure, or no HTTP answer); the agent's log has the runtime's error"
 
 // StatusMessage is what a failure of class says where an ImageWarm's owner
 // reads it (a NodeWarm's images, events, the ImageWarm's failures), given
