@@ -30,6 +30,9 @@ type agentCase struct {
 	reason string
 	// message is a fragment of its NodeWarm message.
 	message string
+	// hidden must be in neither the NodeWarm message nor the event's note:
+	// what the node saw of a host that is no registry.
+	hidden []string
 	// event is the reason of an event on the ImageWarm whose note holds
 	// note; "" checks none.
 	event, note string
@@ -116,7 +119,8 @@ func agentCases(t *testing.T, regs testbed.Registries, cat testbed.Catalog) []ag
 		{name: "no match for platform", images: []string{cat.ArmOnly.Ref},
 			reason: "NoMatchingPlatform", message: "no match for platform", event: "Failed", note: "NoMatchingPlatform"},
 		{name: "registry port closed", images: []string{closed},
-			reason: "RegistryUnavailable", message: "connection refused", event: "Failed", note: "RegistryUnavailable"},
+			reason: "RegistryUnavailable", message: "the registry could not be reached", event: "Failed", note: "the registry could not be reached",
+			hidden: []string{"dial tcp", "connection refused"}},
 		{name: "99 missing tags in one ImageWarm", images: many, reason: "NotFound", message: "not found"},
 		{name: "two spellings of one image", images: []string{dup.Ref, strings.TrimSuffix(dup.Ref, ":latest")}},
 	}
@@ -201,6 +205,11 @@ func checkNodeImage(f *testbed.Fleet, c agentCase, warm string) error {
 	} else if img.Reason != c.reason || !strings.Contains(img.Message, c.message) {
 		return fmt.Errorf("state %s reason %q message %q; want %s with %q", img.State, img.Reason, img.Message, c.reason, c.message)
 	}
+	for _, h := range c.hidden {
+		if strings.Contains(img.Message, h) {
+			return fmt.Errorf("message %q says %q", img.Message, h)
+		}
+	}
 	nw, err := f.NodeWarm(bedNode)
 	if err != nil {
 		return err
@@ -215,6 +224,11 @@ func checkEvent(t *testing.T, f *testbed.Fleet, warm string, c agentCase) error 
 	evs := f.Events(t, badNS, warm, c.event)
 	for _, e := range evs {
 		if strings.Contains(e.Note, c.note) && strings.HasSuffix(e.Note, "(node "+bedNode+")") {
+			for _, h := range c.hidden {
+				if strings.Contains(e.Note, h) {
+					return fmt.Errorf("event note %q says %q", e.Note, h)
+				}
+			}
 			return nil
 		}
 	}

@@ -92,7 +92,10 @@ func TestHugeRuntimeMessage(t *testing.T) {
 	fleet := &testbed.Fleet{CP: cp, Bin: testbed.BuildWarmer(t)}
 	agent := testbed.StartProcess(t, "agent "+name, append([]string{fleet.Bin, "agent", "--kubeconfig", cp.AgentKubeconfig(t, name),
 		"--node-name", name, "--container-runtime-endpoint", endpoint,
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "0"}, testbed.DefaultAgentFlags...)...)
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0"}, append(testbed.DefaultAgentFlags,
+		// The fake reports no image filesystem: without this the disk
+		// guard holds every pull (TestUnknownLevelHoldsByDefault).
+		"--image-fs-unknown=pull")...)...)
 	fleet.Controller = fleet.StartController(t)
 	bad, good := "registry.example/team/huge:v1", "registry.example/team/fine:v1"
 	fleet.Create(t, build.ImageWarm("default", "huge", build.Images(bad, good)))

@@ -39,12 +39,42 @@ var messageRules = []classRule{
 		"pull access denied", "denied: ", "insufficient_scope", "no basic auth credentials"}},
 	// Before RegistryUnavailable: a rate limit is not an outage.
 	{pull.ClassRateLimited, []string{"429 too many requests", "toomanyrequests", "pull rate limit"}},
-	{pull.ClassRegistryUnavailable, []string{"connection refused", "no such host", "i/o timeout", "network is unreachable",
-		"connection reset", "tls handshake timeout", "x509: ", "tls: ", "server gave http response to https client",
-		"500 internal server error", "502 bad gateway", "503 service unavailable", "504 gateway timeout",
-		"server misbehaving", "temporary failure in name resolution",
-		"unexpected eof", "dial tcp"}},
+	{pull.ClassRegistryUnavailable, append(slices.Clone(httpUnavailable), networkFailures...)},
 	{pull.ClassNotFound, []string{": not found", "manifest unknown", "404 not found", "name unknown", "blob unknown"}},
+}
+
+// networkFailures are what a runtime says when no HTTP answer came back:
+// no route, no name, no connection, no TLS, or something that is not
+// HTTP on the port (whose banner the runtime quotes).
+var networkFailures = []string{"connection refused", "no such host", "i/o timeout", "network is unreachable",
+	"connection reset", "tls handshake timeout", "x509: ", "tls: ", "server gave http response to https client",
+	"server misbehaving", "temporary failure in name resolution", "malformed http response",
+	"unexpected eof", "dial tcp"}
+
+// httpUnavailable are a registry's own HTTP answers that it cannot serve.
+var httpUnavailable = []string{"500 internal server error", "502 bad gateway", "503 service unavailable", "504 gateway timeout"}
+
+// unreachedMessage stands in for the runtime's words when a pull got no
+// HTTP answer, or lost its connection.
+const unreachedMessage = "the registry could not be reached, or the connection broke (a network, DNS or TLS failure, or no HTTP answer); the agent's log has the runtime's error"
+
+// StatusMessage is what a failure of class says where an ImageWarm's owner
+// reads it (a NodeWarm's images, events, the ImageWarm's failures), given
+// the runtime's message msg. A registry's HTTP answers keep its words. A
+// pull that reached no registry answering in HTTP gets a fixed sentence:
+// whoever may write an ImageWarm names any host and port, and the
+// runtime's words (connection refused, a TLS error, a service's banner)
+// would tell them what listens there, from inside the cluster. The agent's
+// log keeps the runtime's words.
+func StatusMessage(class Class, msg string) string {
+	if class != pull.ClassRegistryUnavailable {
+		return msg
+	}
+	lower := strings.ToLower(msg)
+	if slices.ContainsFunc(httpUnavailable, func(f string) bool { return strings.Contains(lower, f) }) {
+		return msg
+	}
+	return unreachedMessage
 }
 
 // Classify maps an error from PullImage to a class, by gRPC code and

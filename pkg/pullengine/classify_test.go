@@ -137,3 +137,39 @@ func TestMessage(t *testing.T) {
 }
 
 func utf8Valid(s string) bool { return strings.ToValidUTF8(s, "\uFFFD") == s }
+
+// TestStatusMessage: a registry's own answers keep its words; a pull that
+// reached no registry answering in HTTP says one fixed sentence, whatever
+// the node saw there (the answers a port scan would read).
+func TestStatusMessage(t *testing.T) {
+	tests := []struct {
+		name, msg string
+		raw       bool // the runtime's words are kept
+	}{
+		{"port closed", `failed to do request: Head "http://127.0.0.1:35999/v2/x/y/manifests/v1": dial tcp 127.0.0.1:35999: connect: connection refused`, false},
+		{"no such host", "dial tcp: lookup internal.example on 10.0.0.10:53: no such host", false},
+		{"TLS to a plain port", "tls: first record does not look like a TLS handshake", false},
+		{"certificate", "x509: certificate signed by unknown authority", false},
+		{"a service's banner", `net/http: HTTP/1.x transport connection broken: malformed HTTP response "SSH-2.0-OpenSSH_9.2"`, false},
+		{"HTTP to an HTTPS client", "http: server gave HTTP response to HTTPS client", false},
+		{"timeout", "dial tcp 10.0.0.5:6379: i/o timeout", false},
+		{"CRI-O's sentinel", crierrors.ErrRegistryUnavailable.Error() + ": pinging container registry 10.0.0.5:6379", false},
+		{"registry's 503", "failed to resolve reference: unexpected status from HEAD request: 503 Service Unavailable", true},
+		{"registry's 401", "failed to authorize: failed to fetch anonymous token: 401 Unauthorized", true},
+		{"registry's 404", "failed to resolve reference: registry.example/x/y:v1: not found", true},
+		{"manifest unknown", "reading manifest v1 in registry.example/x/y: manifest unknown", true},
+		{"rate limit", "429 Too Many Requests: toomanyrequests: pull rate limit", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			class := Classify(status.Error(codes.Unknown, tt.msg))
+			got := StatusMessage(class, tt.msg)
+			if tt.raw && got != tt.msg {
+				t.Errorf("%s %q: status says %q, want the registry's words", class, tt.msg, got)
+			}
+			if !tt.raw && (got != unreachedMessage || class != pull.ClassRegistryUnavailable) {
+				t.Errorf("%s %q: status says %q, want RegistryUnavailable and only %q", class, tt.msg, got, unreachedMessage)
+			}
+		})
+	}
+}

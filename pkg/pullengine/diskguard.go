@@ -49,9 +49,8 @@ func statfs(path string) (uint64, uint64, error) {
 // big that filesystem is, so size and free space come from fs (the
 // kubelet's figures) or, failing that, from statfs on the mountpoint, which
 // the agent sees only as a process on the node or through a mount. When
-// both fail, the level is unknown and the guard does not block, unless
-// holdUnknown says it must: by default a guard that cannot see does not
-// stop all warming. Readings are cached for interval.
+// both fail, the level is unknown and the guard blocks if holdUnknown
+// says it must (the agent's default). Readings are cached for interval.
 type diskGuard struct {
 	svc       ImageService
 	threshold int // percent; >= 100 disables the guard
@@ -141,7 +140,7 @@ func (g *diskGuard) readFs(ctx context.Context, info *runtimeapi.ImageFsInfoResp
 // message explains a blocked pull.
 func (g *diskGuard) message(u DiskUsage) string {
 	if !u.Known {
-		return "the image filesystem's level cannot be read, and the disk guard holds pulls until it can"
+		return "the image filesystem's level cannot be read, and the disk guard holds new pulls until it can"
 	}
 	fs := "the image filesystem"
 	if u.Mountpoint != "" {

@@ -229,7 +229,13 @@ func (e *Engine) failure(ctx context.Context, j *job, creds []Credential, err er
 			return pull.ClassCanceled, "pull cancelled: agent stopping", err
 		}
 	}
-	return Classify(err, j.names()...), redact(Message(err), creds), err
+	class := Classify(err, j.names()...)
+	msg := redact(Message(err), creds)
+	if shown := StatusMessage(class, msg); shown != msg {
+		e.logger().Info("Registry not reached; the status says only that", "image", j.ref.String(), "error", msg)
+		return class, shown, err
+	}
+	return class, msg, err
 }
 
 // names are the spellings of the image a runtime message may quote.

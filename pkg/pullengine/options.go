@@ -52,7 +52,8 @@ type Options struct {
 	DiskThresholdPercent int
 	// HoldWhenLevelUnknown makes the disk guard hold new pulls while it
 	// cannot read the image filesystem's level; false lets them through
-	// (a guard that cannot see does not stop all warming). Either way
+	// unchecked. The agent holds by default (--image-fs-unknown): one
+	// ImageWarm must not fill a disk nobody measures. Either way
 	// DiskUsage says the level is unknown.
 	HoldWhenLevelUnknown bool
 	// DiskCheckInterval is how long a disk reading is reused; 0 means 10s.

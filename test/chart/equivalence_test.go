@@ -262,6 +262,7 @@ func show(v any) string {
 // that renders the agent's flags in the chart's (alphabetical) order.
 var (
 	featuresOffValues = []string{"--set-string", "agent.flags.startup-taint=", "--set-string", "agent.flags.kubelet-address=",
+		"--set-string", "agent.flags.image-fs-unknown=pull",
 		"--set", "controller.flags.images-from-kinds=none"}
 	featuresOffComponents = []string{"components/without-images-from", "components/without-kubelet-stats", "components/without-startup-taint"}
 )

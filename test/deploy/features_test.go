@@ -27,7 +27,9 @@ var featureObjects = map[string][]string{
 	"without-images-from":   {"ClusterRole/warmer-controller-images-from", "ClusterRoleBinding/warmer-controller-images-from"},
 }
 
-// featureFlags are the flags each component sets to turn its feature off,
+// featureFlags are the flags each component sets to turn its feature off
+// (without-kubelet-stats also sets --image-fs-unknown=pull: with no level
+// to read, the default would hold every pull),
 // on the agent's DaemonSet or the controller's Deployment.
 var featureFlags = map[string]struct{ kind, flag string }{
 	"without-startup-taint": {"DaemonSet", "--startup-taint="},

@@ -697,7 +697,7 @@ func TestPlanLevelUnknown(t *testing.T) {
 			if got := len(out.Pulls) == 0; got != held {
 				t.Errorf("pulls %v with held %v", out.Pulls, held)
 			}
-			if img := out.Status.Images[0]; held && (img.Reason != warmv1.ReasonDiskPressure || !strings.Contains(img.Message, "cannot be read")) {
+			if img := out.Status.Images[0]; held && (img.Reason != warmv1.ReasonDiskPressure || !strings.Contains(img.Message, "cannot read the image filesystem's level")) {
 				t.Errorf("held image %+v, want DiskPressure saying the level cannot be read", img)
 			}
 			in.Conditions, in.State = out.Status.Conditions, out.State

@@ -176,7 +176,7 @@ func runtimeCondition(conds []metav1.Condition, status metav1.ConditionStatus, r
 
 // diskCondition returns conds with DiskPressure set from the guard's last
 // reading: True above the threshold, False below, Unknown when the level
-// cannot be read (the guard then lets pulls through).
+// cannot be read (the guard then holds pulls or not: u.Pressure).
 func diskCondition(conds []metav1.Condition, u pull.DiskUsage, now metav1.Time) []metav1.Condition {
 	c := metav1.Condition{Type: warmv1.ConditionDiskPressure, Status: metav1.ConditionUnknown, Reason: warmv1.ReasonLevelUnknown,
 		Message: "The image filesystem's level cannot be read; pulls are not held back"}
@@ -211,10 +211,15 @@ func listedCondition(conds []metav1.Condition, wanted int, now metav1.Time) []me
 // pulls back (--image-fs-unknown=hold).
 const unknownLevelHeld = "The image filesystem's level cannot be read; pulls are held back until it can (--image-fs-unknown=hold)"
 
+// levelUnknownHeld is a held image's message while the level cannot be
+// read: what the ImageWarm's owner reads in its failures, so it names the
+// sources and both ways out, for whoever runs the agent.
+const levelUnknownHeld = "the agent cannot read the image filesystem's level (neither the kubelet's /stats/summary nor statfs on the runtime's image filesystem), so no new pull starts: grant the agent nodes/stats, or set --image-fs-unknown=pull"
+
 // diskMessage says why an image waits for space.
 func diskMessage(u pull.DiskUsage) string {
 	if !u.Known {
-		return "the image filesystem's level cannot be read; pulls are held back until it can"
+		return levelUnknownHeld
 	}
 	return fmt.Sprintf("image filesystem %s is %d%% full, above the %d%% pull threshold; waiting for space",
 		u.Mountpoint, u.Percent, u.ThresholdPercent)

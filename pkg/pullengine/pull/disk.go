@@ -2,8 +2,8 @@ package pull
 
 // DiskUsage is the fill level of the fullest image filesystem.
 type DiskUsage struct {
-	// Known is false when the level could not be read; the guard then lets
-	// pulls through.
+	// Known is false when the level could not be read; the guard then
+	// holds pulls or lets them through as it is told (Pressure).
 	Known bool
 	// Mountpoint is the filesystem the runtime reports for images.
 	Mountpoint string
