@@ -5,7 +5,6 @@ import (
 	"slices"
 	"sort"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
@@ -61,18 +60,7 @@ func fairWarms(warms []warmv1.WarmRef, max int) []warmv1.WarmRef {
 	if len(warms) <= max {
 		return warms
 	}
-	queues := map[string][]int{}
-	for i := range warms {
-		queues[warms[i].Namespace] = append(queues[warms[i].Namespace], i)
-	}
-	keep := inTurn(queues, len(warms), max)
-	out := make([]warmv1.WarmRef, 0, max)
-	for i := range warms {
-		if keep[i] {
-			out = append(out, warms[i])
-		}
-	}
-	return out
+	return takeInTurn(warms, max, func(w *warmv1.WarmRef) []string { return []string{w.Namespace} })
 }
 
 // fairShare keeps max of the report's entries, taken in turn by the
@@ -81,17 +69,23 @@ func fairWarms(warms []warmv1.WarmRef, max int) []warmv1.WarmRef {
 // report. An entry several namespaces want counts for each. The entries
 // keep their order.
 func fairShare(images []warmv1.NodeImage, max int, nsOf func(*warmv1.NodeImage) []string) []warmv1.NodeImage {
+	return takeInTurn(images, max, nsOf)
+}
+
+// takeInTurn keeps max of items, in their order, taken in turn by the
+// namespaces nsOf names for each (inTurn).
+func takeInTurn[T any](items []T, max int, nsOf func(*T) []string) []T {
 	queues := map[string][]int{}
-	for i := range images {
-		for _, ns := range nsOf(&images[i]) {
+	for i := range items {
+		for _, ns := range nsOf(&items[i]) {
 			queues[ns] = append(queues[ns], i)
 		}
 	}
-	keep := inTurn(queues, len(images), max)
-	out := make([]warmv1.NodeImage, 0, max)
-	for i := range images {
+	keep := inTurn(queues, len(items), max)
+	out := make([]T, 0, max)
+	for i := range items {
 		if keep[i] {
-			out = append(out, images[i])
+			out = append(out, items[i])
 		}
 	}
 	return out
@@ -155,12 +149,7 @@ func entryNamespaces(d Desired, warms []warmv1.WarmRef) func(*warmv1.NodeImage) 
 // controller counts an ImageWarm left out as unlisted on the node, not as
 // not reporting.
 func warmsCondition(conds []metav1.Condition, matching int, now metav1.Time) []metav1.Condition {
-	if matching <= warmv1.MaxNodeWarms {
-		out := append([]metav1.Condition(nil), conds...)
-		meta.RemoveStatusCondition(&out, warmv1.ConditionWarmsListed)
-		return out
-	}
-	return setCondition(conds, metav1.Condition{Type: warmv1.ConditionWarmsListed, Status: metav1.ConditionFalse,
+	return boundCondition(conds, matching > warmv1.MaxNodeWarms, metav1.Condition{Type: warmv1.ConditionWarmsListed, Status: metav1.ConditionFalse,
 		Reason: warmv1.ReasonTooManyImageWarms, Message: fmt.Sprintf("%d ImageWarms match this node, more than the %d a NodeWarm lists: "+
 			"%d are listed, shared in turn among their namespaces. The ImageWarms left out count this node as unlisted, "+
 			"neither ready nor failed; the agent still warms their images. Have fewer ImageWarms select this node", matching, warmv1.MaxNodeWarms, warmv1.MaxNodeWarms)}, now)

@@ -196,15 +196,21 @@ func diskCondition(conds []metav1.Condition, u pull.DiskUsage, now metav1.Time) 
 // listedCondition returns conds with ImagesListed set while the node wants
 // more images than a NodeWarm lists, and without it otherwise.
 func listedCondition(conds []metav1.Condition, wanted int, now metav1.Time) []metav1.Condition {
-	if wanted <= warmv1.MaxNodeImages {
-		out := append([]metav1.Condition(nil), conds...)
-		meta.RemoveStatusCondition(&out, warmv1.ConditionImagesListed)
-		return out
-	}
-	return setCondition(conds, metav1.Condition{Type: warmv1.ConditionImagesListed, Status: metav1.ConditionFalse,
+	return boundCondition(conds, wanted > warmv1.MaxNodeImages, metav1.Condition{Type: warmv1.ConditionImagesListed, Status: metav1.ConditionFalse,
 		Reason: warmv1.ReasonTooManyImages, Message: fmt.Sprintf("%d images are wanted on this node, more than the %d a NodeWarm lists: "+
 			"%d are listed, shared in turn among the namespaces that ask, and the counts cover all. ImageWarms count the images left out as unlisted here, "+
 			"neither ready nor failed; the agent still warms them. Ask fewer images of this node", wanted, warmv1.MaxNodeImages, warmv1.MaxNodeImages)}, now)
+}
+
+// boundCondition returns conds with c set while a NodeWarm bound is
+// exceeded (over), and without a condition of c's type otherwise.
+func boundCondition(conds []metav1.Condition, over bool, c metav1.Condition, now metav1.Time) []metav1.Condition {
+	if !over {
+		out := append([]metav1.Condition(nil), conds...)
+		meta.RemoveStatusCondition(&out, c.Type)
+		return out
+	}
+	return setCondition(conds, c, now)
 }
 
 // unknownLevelHeld says that the guard, unable to read the level, holds
