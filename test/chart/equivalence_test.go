@@ -64,11 +64,14 @@ func TestChartMatchesConfigDefault(t *testing.T) {
 }
 
 // TestChartPodMonitorsMatchConfigPrometheus checks that podMonitor.enabled
-// adds what config/prometheus adds to config/default, and that the default
-// values add nothing of it.
+// adds what config/prometheus adds to config/default (the PodMonitors and
+// the controller's scraper identity), and that the default values add
+// nothing of it.
 func TestChartPodMonitorsMatchConfigPrometheus(t *testing.T) {
 	monitors := func(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
-		return slices.DeleteFunc(objs, func(o *unstructured.Unstructured) bool { return o.GetKind() != "PodMonitor" })
+		return slices.DeleteFunc(objs, func(o *unstructured.Unstructured) bool {
+			return o.GetKind() != "PodMonitor" && !strings.HasPrefix(o.GetName(), "warmer-metrics-scraper")
+		})
 	}
 	if n := len(monitors(helmTemplate(t, namespace))); n != 0 {
 		t.Errorf("the default values render %d PodMonitors, want none (podMonitor.enabled is off by default)", n)

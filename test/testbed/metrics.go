@@ -110,4 +110,3 @@ func metricsScheme(args []string) string {
 func metricsAnswers(scheme string, status int) bool {
 	return status == http.StatusOK || scheme == "https" && status == http.StatusUnauthorized
 }
-
