@@ -313,3 +313,20 @@ func TestChartPullSecretsClusterWide(t *testing.T) {
 		t.Errorf("readScope=everywhere: %v, want the chart to refuse it", err)
 	}
 }
+
+// TestChartNetworkPolicyMatchesComponent checks that networkPolicy.enabled
+// renders the NetworkPolicy config/components/metrics-network-policy adds,
+// and that the default values render none.
+func TestChartNetworkPolicyMatchesComponent(t *testing.T) {
+	policies := func(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+		return slices.DeleteFunc(objs, func(o *unstructured.Unstructured) bool { return o.GetKind() != "NetworkPolicy" })
+	}
+	if n := len(policies(helmTemplate(t, namespace))); n != 0 {
+		t.Errorf("the default values render %d NetworkPolicies, want none", n)
+	}
+	want := policies(kustomizeWith(t, "default", "components/metrics-network-policy"))
+	if len(want) != 1 {
+		t.Fatalf("config/components/metrics-network-policy adds %d NetworkPolicies, want 1", len(want))
+	}
+	compare(t, "config/default with metrics-network-policy", want, policies(helmTemplate(t, namespace, "--set", "networkPolicy.enabled=true")))
+}
