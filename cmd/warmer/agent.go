@@ -301,6 +301,7 @@ func setupAgent(ctx context.Context, mgr ctrl.Manager, cri *criclient.Client, f 
 	}
 	a.StartupTaintKey, a.StartupTaintDeadline = f.startupTaint, f.taintDeadline
 	setPinner(ctx, a, cri)
+	setMarker(ctx, a, cri)
 	imageFs, err := f.kubelet.imageFsReader(mgr.GetConfig())
 	if err != nil {
 		return err
@@ -371,6 +372,19 @@ func setPinner(ctx context.Context, a *agent.NodeAgent, cri *criclient.Client) {
 		return
 	}
 	a.Pinner = pinner
+}
+
+// setMarker gives the agent the runtime's marker, or the reason there is
+// none: images the agent pulled with pull secrets are then remembered only
+// in its memory and its NodeWarm.
+func setMarker(ctx context.Context, a *agent.NodeAgent, cri *criclient.Client) {
+	marker, err := cri.Marker(ctx)
+	if err != nil {
+		a.MarkUnable = err.Error()
+		ctrl.Log.Info("Images pulled with pull secrets cannot be marked on this node", "reason", err.Error())
+		return
+	}
+	a.Marker = marker
 }
 
 func runtimeInfo(cri *criclient.Client) warmv1.RuntimeInfo {
