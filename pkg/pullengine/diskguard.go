@@ -76,11 +76,16 @@ func (g *diskGuard) check(ctx context.Context) (DiskUsage, bool) {
 }
 
 // usage returns the cached reading, refreshing it when older than interval.
-func (g *diskGuard) usage(ctx context.Context) DiskUsage {
+func (g *diskGuard) usage(ctx context.Context) DiskUsage { return g.usageWithin(ctx, g.interval) }
+
+// usageWithin returns the cached reading, refreshing it when older than
+// maxAge: the unpack check (unpack.go) wants a fresh one while pulls
+// write, and its readings serve admissions too.
+func (g *diskGuard) usageWithin(ctx context.Context, maxAge time.Duration) DiskUsage {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := g.clock.Now()
-	if !g.readAt.IsZero() && now.Sub(g.readAt) < g.interval {
+	if !g.readAt.IsZero() && now.Sub(g.readAt) < maxAge {
 		return g.reading
 	}
 	g.reading, g.readAt = g.read(ctx), now

@@ -60,7 +60,8 @@ func (e *Engine) nextLook(toReading time.Duration) time.Duration {
 
 // resolvingPoll is how often the store is read while a pull that started
 // lately has no manifest found yet: its size decides whether it may go on
-// (fit.go), and every second of a fast link is a lot of bytes.
+// (fit.go), and every second of a fast link is a lot of bytes; and how
+// often the disk is read while a pull unpacks (unpack.go).
 const resolvingPoll = 200 * time.Millisecond
 
 // resolvingFor is how long after its start a pull counts as lately
@@ -78,6 +79,9 @@ type watcher struct {
 	// cancelled pull's blob stays fresh for a moment, and is no one
 	// else's.
 	ended map[*track]time.Time
+	// disk is the last fresh reading of the disk while pulls ran
+	// (unpack.go).
+	disk disk
 }
 
 // watchOnce takes one reading of every running pull, and closes the
@@ -92,6 +96,7 @@ func (e *Engine) watchOnce(ctx context.Context, w *watcher) (resolving, idle boo
 	now := e.clock.Now()
 	e.closeTracks(w, jobs, now)
 	if len(jobs) == 0 && !e.waiting() {
+		w.disk = disk{}
 		e.metrics.throughput.Set(0)
 		e.yieldTo(ctx, nil, nil, false, 0, now)
 		w.foreign = nil
@@ -136,6 +141,7 @@ func (e *Engine) watchOnce(ctx context.Context, w *watcher) (resolving, idle boo
 		resolving = resolving || (!p.Known && now.Sub(j.startedAt) < resolvingFor)
 	}
 	e.metrics.throughput.Set(rate)
+	resolving = e.checkUnpack(ctx, w, jobs) || resolving
 	mine := w.mine()
 	e.mu.Lock()
 	e.mine = mine

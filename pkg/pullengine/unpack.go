@@ -1,0 +1,138 @@
+package pullengine
+
+import (
+	"context"
+	"time"
+
+	"github.com/warmer-dev/warmer/pkg/pullengine/pull"
+)
+
+// What an image takes on disk is known only once the runtime unpacks it:
+// the manifest gives compressed sizes, and a gzip layer of a few megabytes
+// can unpack to a hundred gigabytes. So while pulls run, the watcher reads
+// the disk guard's level at every reading, every resolvingPoll while a
+// pull writes what no reservation covers (all its bytes fetched: it
+// unpacks; or its size not known yet). When the filesystem would pass the
+// threshold by the reading after next at the pace it fills, less what the
+// pulls still fetching reserve (fit.go), the pulls writing unreserved
+// bytes are cancelled, as DiskPressure, while they unpack: the runtime
+// drops an aborted unpack's snapshot, and the room comes back. What the
+// image was seen to take is kept, so that its next pulls wait for the
+// room instead of starting again from twice its compressed bytes.
+//
+// The level is the whole filesystem's, on every runtime the guard can
+// read (containerd, CRI-O, cri-dockerd). Which pull wrote it is told by
+// the pull's bytes as the content store shows them (containerd only):
+// without that view every running pull's size is unknown, so every one is
+// taken to write unreserved bytes.
+
+// unpackReadAge is the oldest disk reading the unpack check uses: below
+// the watcher's fastest pace, so each of its readings reads the disk.
+const unpackReadAge = resolvingPoll / 2
+
+// take is one running pull as the unpack check sees it.
+type take struct {
+	// reserve is the room still reserved for it: unpackFactor times the
+	// compressed bytes it has still to fetch.
+	reserve int64
+	// loose says it writes bytes no reservation covers: it unpacks with
+	// every byte fetched, or its size is unknown.
+	loose bool
+}
+
+// takeOf is how a pull with progress p takes room.
+func takeOf(p pull.Progress) take {
+	if !p.Known {
+		return take{loose: true}
+	}
+	left := max(p.Total-p.Done, 0)
+	return take{reserve: unpackFactor * left, loose: left == 0}
+}
+
+// outgrown returns the indexes of the pulls to cancel: the loose ones,
+// when room (below the threshold) less what the others reserve would not
+// hold step more bytes, the growth expected before a cancel takes effect.
+// Pulls still fetching within their reservation go on.
+func outgrown(room, step int64, takes []take) []int {
+	left := room - step
+	for _, t := range takes {
+		left -= t.reserve
+	}
+	if left >= 0 {
+		return nil
+	}
+	var out []int
+	for i, t := range takes {
+		if t.loose {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// disk is the watcher's last fresh reading of the image filesystem: its
+// used bytes and when, for the pace it fills at.
+type disk struct {
+	used uint64
+	at   time.Time
+}
+
+// step is how much the filesystem grows in two of next at the pace seen
+// since the last reading (one for the reading's lag, one for a cancel to
+// stop the runtime), and takes used at now as the last reading.
+func (d *disk) step(used uint64, now time.Time, next time.Duration) int64 {
+	var rate float64
+	if !d.at.IsZero() && now.After(d.at) && used > d.used {
+		rate = float64(used-d.used) / now.Sub(d.at).Seconds()
+	}
+	d.used, d.at = used, now
+	return int64(rate * 2 * next.Seconds())
+}
+
+// checkUnpack reads the disk for the running pulls jobs and cancels those
+// that outgrow the room. It says whether one writes unreserved bytes, for
+// the watcher to read again soon.
+func (e *Engine) checkUnpack(ctx context.Context, w *watcher, jobs []*job) (loose bool) {
+	if len(jobs) == 0 || e.guard.threshold >= 100 {
+		w.disk = disk{}
+		return false
+	}
+	u := e.guard.usageWithin(ctx, unpackReadAge)
+	room, known := e.guard.room(u)
+	takes := make([]take, len(jobs))
+	for i, j := range jobs {
+		takes[i] = takeOf(w.tracks[j].p)
+		loose = loose || takes[i].loose
+	}
+	if !known {
+		w.disk = disk{}
+		return loose
+	}
+	used := u.CapacityBytes - u.AvailableBytes
+	for _, j := range jobs {
+		if t := w.tracks[j]; !t.based {
+			t.usedAtStart, t.based = used, true
+		}
+	}
+	step := w.disk.step(used, e.clock.Now(), resolvingPoll)
+	for _, i := range outgrown(room, step, takes) {
+		e.cancelOutgrown(jobs[i], w.tracks[jobs[i]], u, room, used, len(jobs) == 1)
+	}
+	return loose
+}
+
+// cancelOutgrown cancels j's pull for size, keeping a lower bound of
+// what its image unpacks to: more than it took since its start (by the
+// filesystem's growth when it ran alone) plus the room that was left.
+func (e *Engine) cancelOutgrown(j *job, t *track, u DiskUsage, room int64, used uint64, alone bool) {
+	var took int64
+	if alone && used > t.usedAtStart {
+		took = int64(used - t.usedAtStart)
+	}
+	n := noRoom{need: need{fetch: t.p.Total, unpacked: took + max(room, 0)}, room: room,
+		mountpoint: u.Mountpoint, threshold: e.guard.threshold}
+	e.mu.Lock()
+	e.needs[j.ref.String()] = n.need
+	e.mu.Unlock()
+	j.cancel(n)
+}
