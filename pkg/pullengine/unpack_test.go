@@ -1,0 +1,168 @@
+package pullengine
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/warmer-dev/warmer/pkg/criclient/content"
+	"github.com/warmer-dev/warmer/pkg/pullengine/pull"
+)
+
+func TestOutgrown(t *testing.T) {
+	fetching := take{reserve: 1000}
+	loose := take{loose: true}
+	for _, c := range []struct {
+		name        string
+		room, step  int64
+		takes       []take
+		wantCancels []int
+	}{
+		{"room for all", 5000, 1000, []take{fetching, loose}, nil},
+		{"exactly the room", 2000, 1000, []take{fetching, loose}, nil},
+		{"the pace would pass it: the loose pull goes", 1999, 1000, []take{fetching, loose}, []int{1}},
+		{"above the threshold already", -10, 0, []take{loose, fetching, loose}, []int{0, 2}},
+		{"only reserved pulls: none cancelled, the guard holds new ones", 500, 1000, []take{fetching, fetching}, nil},
+		{"no pull", 0, 0, nil, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := outgrown(c.room, c.step, c.takes); !slices.Equal(got, c.wantCancels) {
+				t.Errorf("outgrown(%d, %d, %+v) = %v, want %v", c.room, c.step, c.takes, got, c.wantCancels)
+			}
+		})
+	}
+}
+
+func TestTakeOf(t *testing.T) {
+	for _, c := range []struct {
+		p    pull.Progress
+		want take
+	}{
+		{pull.Progress{}, take{loose: true}},
+		{pull.Progress{Known: true, Total: 1000, Done: 400}, take{reserve: 1200}},
+		{pull.Progress{Known: true, Total: 1000, Done: 1000}, take{loose: true}},
+	} {
+		if got := takeOf(c.p); got != c.want {
+			t.Errorf("takeOf(%+v) = %+v, want %+v", c.p, got, c.want)
+		}
+	}
+}
+
+// TestUnpackBombCancelledThenHeld: a pull whose bytes are all in (1.5 KiB
+// of layers) keeps writing as the runtime unpacks; the disk is read at
+// each of the watcher's readings, every resolvingPoll, and the pull is
+// cancelled as DiskPressure once, at the pace the disk fills, it would
+// pass the threshold before the reading after next: before it does. The
+// image then waits without asking the runtime until the room is more than
+// it was seen to unpack to, not twice its compressed bytes. The faults
+// faked: a pull held in its unpack (the fake runtime's PullImage blocks)
+// and a disk filling at a chosen pace between two readings of a fake
+// clock, which no real containerd gives on cue; the real bomb is in
+// test/faults/registry.
+func TestUnpackBombCancelledThenHeld(t *testing.T) {
+	start := time.Unix(1_000_000, 0)
+	store := newFakeContent(start)
+	store.held[l1Digest] = content.Blob{Digest: l1Digest, Size: 1000, CreatedAt: start}
+	store.held[l2Digest] = content.Blob{Digest: l2Digest, Size: 500, CreatedAt: start}
+	// 10 % used; the room below 80 % is 70,000 bytes.
+	fs := &fakeFs{stats: FsStats{CapacityBytes: 100_000, AvailableBytes: 90_000}}
+	h := newHarness(t, Options{Content: store, ImageFs: fs})
+	img := "reg.example/bomb:v1"
+	h.pulling(t, img)
+	h.waitTimers(t, 2)
+	h.clock.Step(time.Second) // the manifest is found, every byte held
+	h.waitTimers(t, 2)
+	// The runtime unpacks 5,000 bytes a reading: the step ahead is two
+	// readings' worth, 10,000 bytes.
+	var res Result
+	avail := uint64(90_000)
+	for res.Class == "" {
+		if avail < 20_000 {
+			t.Fatalf("never cancelled; the disk is past the threshold at %d bytes free", avail)
+		}
+		avail -= 5_000
+		fs.set(avail)
+		h.clock.Step(resolvingPoll)
+		res = h.pollResult(t)
+	}
+	// 75,000 used: the next two readings would pass 80,000.
+	if avail != 25_000 {
+		t.Errorf("cancelled at %d bytes free, want 25,000: the pace's two readings before the threshold (20,000 free)", avail)
+	}
+	t.Logf("cancelled at %d bytes free: %s", avail, res.Message)
+	if res.Class != pull.ClassDiskPressure || !strings.Contains(res.Message, "the image unpacked past the room: to more than 68 KiB from 1.5 KiB compressed") ||
+		!strings.Contains(res.Message, "below the 80% pull threshold") {
+		t.Fatalf("result %+v, want DiskPressure saying it unpacked past the room, with the sizes", res)
+	}
+	if want := h.clock.Now().Add(DefaultDiskCheckInterval); !res.RetryAt.Equal(want) {
+		t.Errorf("RetryAt %v, want the guard's next reading %v (no back-off)", res.RetryAt, want)
+	}
+
+	// The unpack's snapshot is gone: the room is back, as much as when it
+	// started, and not enough.
+	fs.set(90_000)
+	reads := fs.reads()
+	h.clock.Step(DefaultDiskCheckInterval)
+	h.enqueue(img, 0)
+	if res := h.result(t); res.Class != pull.ClassDiskPressure || res.Attempts != 0 || len(h.svc.pulled()) != 1 {
+		t.Fatalf("with the room it had: %+v after %d pulls; want held before the runtime is called", res, len(h.svc.pulled()))
+	}
+	// No pull runs: the disk is read for admissions only.
+	for range 5 {
+		h.clock.Step(time.Second)
+	}
+	if n := fs.reads() - reads; n > 1 {
+		t.Errorf("%d disk readings with no pull running and one admission, want 1", n)
+	}
+	fs.set(95_000)
+	h.clock.Step(DefaultDiskCheckInterval)
+	h.enqueue(img, 0)
+	h.svc.waitStarted(t, key(t, img))
+}
+
+// TestUnpackWithinReservation: a pull still fetching is not cancelled
+// while the disk fills within what it reserves.
+func TestUnpackWithinReservation(t *testing.T) {
+	start := time.Unix(1_000_000, 0)
+	content := newFakeContent(start)
+	// 1,500 bytes to fetch: 3,000 reserved; 3,500 of room.
+	fs := &fakeFs{stats: FsStats{CapacityBytes: 10_000, AvailableBytes: 5_500}}
+	h := newHarness(t, Options{Content: content, ImageFs: fs})
+	img := "reg.example/app:v1"
+	h.pulling(t, img)
+	h.waitTimers(t, 2)
+	h.clock.Step(time.Second)
+	h.waitTimers(t, 2)
+	for _, avail := range []uint64{5_400, 5_300, 5_200} {
+		fs.set(avail)
+		h.clock.Step(resolvingPoll)
+		if res := h.pollResult(t); res.Class != "" {
+			t.Fatalf("at %d bytes free: %+v, want the pull to go on", avail, res)
+		}
+	}
+}
+
+// pollResult waits for the watcher's reading after a step of the clock,
+// and returns the result it caused, if any.
+func (h *harness) pollResult(t *testing.T) Result {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for h.clock.Waiters() < 2 {
+		select {
+		case r := <-h.results:
+			return r
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the watcher never read")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case r := <-h.results:
+		return r
+	case <-time.After(20 * time.Millisecond):
+		return Result{}
+	}
+}
