@@ -49,10 +49,6 @@ type track struct {
 	// as committed by this pull once held.
 	committed int64
 	written   map[string]bool
-	// usedAtStart is the image filesystem's used bytes at the unpack
-	// check's first reading of the pull (based once read; unpack.go).
-	usedAtStart uint64
-	based       bool
 }
 
 type blobSize struct {

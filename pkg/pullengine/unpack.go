@@ -10,7 +10,7 @@ import (
 // What an image takes on disk is known only once the runtime unpacks it:
 // the manifest gives compressed sizes, and a gzip layer of a few megabytes
 // can unpack to a hundred gigabytes. So while pulls run, the watcher reads
-// the disk guard's level at every reading, every resolvingPoll while a
+// the disk guard's level at every reading, every unpackPoll while a
 // pull writes what no reservation covers (all its bytes fetched: it
 // unpacks; or its size not known yet). When the filesystem would pass the
 // threshold by the reading after next at the pace it fills, less what the
@@ -26,9 +26,14 @@ import (
 // without that view every running pull's size is unknown, so every one is
 // taken to write unreserved bytes.
 
+// unpackPoll is how often the watcher reads the disk while a pull writes
+// unreserved bytes, and once as a pull starts: a gzip layer of zeros
+// unpacks at a gigabyte a second and more on containerd 2.
+const unpackPoll = 100 * time.Millisecond
+
 // unpackReadAge is the oldest disk reading the unpack check uses: below
 // the watcher's fastest pace, so each of its readings reads the disk.
-const unpackReadAge = resolvingPoll / 2
+const unpackReadAge = unpackPoll / 2
 
 // take is one running pull as the unpack check sees it.
 type take struct {
@@ -109,27 +114,55 @@ func (e *Engine) checkUnpack(ctx context.Context, w *watcher, jobs []*job) (loos
 		return loose
 	}
 	used := u.CapacityBytes - u.AvailableBytes
-	for _, j := range jobs {
-		if t := w.tracks[j]; !t.based {
-			t.usedAtStart, t.based = used, true
-		}
-	}
-	step := w.disk.step(used, e.clock.Now(), resolvingPoll)
+	step := w.disk.step(used, e.clock.Now(), unpackPoll)
 	for _, i := range outgrown(room, step, takes) {
-		e.cancelOutgrown(jobs[i], w.tracks[jobs[i]], u, room, used, len(jobs) == 1)
+		e.cancelOutgrown(jobs[i], w.tracks[jobs[i]].p, u, room, used, len(jobs) == 1)
 	}
 	return loose
 }
 
-// cancelOutgrown cancels j's pull for size, keeping a lower bound of
-// what its image unpacks to: more than it took since its start (by the
-// filesystem's growth when it ran alone) plus the room that was left.
-func (e *Engine) cancelOutgrown(j *job, t *track, u DiskUsage, room int64, used uint64, alone bool) {
-	var took int64
-	if alone && used > t.usedAtStart {
-		took = int64(used - t.usedAtStart)
+// unpackStart is what the disk held when a pull started, for the unpack
+// check to tell what the pull took.
+type unpackStart struct {
+	// used is the image filesystem's used bytes; room, what was left
+	// below the threshold less what the other running pulls reserved.
+	used uint64
+	room int64
+	read bool
+}
+
+// noteStart reads the disk, fresh, as j's pull starts; only where the
+// unpack check runs (the watcher needs the content view).
+func (e *Engine) noteStart(ctx context.Context, j *job) {
+	if e.content == nil || e.guard.threshold >= 100 {
+		return
 	}
-	n := noRoom{need: need{fetch: t.p.Total, unpacked: took + max(room, 0)}, room: room,
+	u := e.guard.usageWithin(ctx, unpackReadAge)
+	room, known := e.guard.room(u)
+	if !known {
+		return
+	}
+	e.mu.Lock()
+	j.atStart = unpackStart{used: u.CapacityBytes - u.AvailableBytes, room: room - e.reservedLocked(j), read: true}
+	e.mu.Unlock()
+}
+
+// cancelOutgrown cancels j's pull for size, keeping a lower bound of
+// what its image unpacks to: more than the room it started with, and
+// more than it took since (by the filesystem's growth, when it ran alone)
+// plus the room still left.
+func (e *Engine) cancelOutgrown(j *job, p pull.Progress, u DiskUsage, room int64, used uint64, alone bool) {
+	e.mu.Lock()
+	start := j.atStart
+	e.mu.Unlock()
+	var unpacked int64
+	if start.read {
+		unpacked = start.room
+		if alone && used > start.used {
+			unpacked = max(unpacked, int64(used-start.used)+max(room, 0))
+		}
+	}
+	n := noRoom{need: need{fetch: p.Total, unpacked: max(unpacked, 1)}, room: room,
 		mountpoint: u.Mountpoint, threshold: e.guard.threshold}
 	e.mu.Lock()
 	e.needs[j.ref.String()] = n.need

@@ -51,7 +51,7 @@ func TestTakeOf(t *testing.T) {
 
 // TestUnpackBombCancelledThenHeld: a pull whose bytes are all in (1.5 KiB
 // of layers) keeps writing as the runtime unpacks; the disk is read at
-// each of the watcher's readings, every resolvingPoll, and the pull is
+// each of the watcher's readings, every unpackPoll, and the pull is
 // cancelled as DiskPressure once, at the pace the disk fills, it would
 // pass the threshold before the reading after next: before it does. The
 // image then waits without asking the runtime until the room is more than
@@ -83,7 +83,7 @@ func TestUnpackBombCancelledThenHeld(t *testing.T) {
 		}
 		avail -= 5_000
 		fs.set(avail)
-		h.clock.Step(resolvingPoll)
+		h.clock.Step(unpackPoll)
 		res = h.pollResult(t)
 	}
 	// 75,000 used: the next two readings would pass 80,000.
@@ -136,7 +136,7 @@ func TestUnpackWithinReservation(t *testing.T) {
 	h.waitTimers(t, 2)
 	for _, avail := range []uint64{5_400, 5_300, 5_200} {
 		fs.set(avail)
-		h.clock.Step(resolvingPoll)
+		h.clock.Step(unpackPoll)
 		if res := h.pollResult(t); res.Class != "" {
 			t.Fatalf("at %d bytes free: %+v, want the pull to go on", avail, res)
 		}
