@@ -32,6 +32,7 @@ type Engine struct {
 	metrics  *metrics
 	// content, watchEvery and stall: see Options.Content.
 	content    ContentView
+	snapshots  SnapshotView
 	watchEvery time.Duration
 	stall      time.Duration
 	yieldMode  YieldMode
@@ -74,7 +75,7 @@ func New(svc ImageService, opts Options) *Engine {
 		provider: opts.Credentials,
 		timeout:  opts.PullTimeout,
 		metrics:  newMetrics(opts.Registerer),
-		content:  opts.Content, watchEvery: opts.ProgressInterval, stall: opts.StallTimeout, yieldMode: opts.Yield,
+		content:  opts.Content, snapshots: opts.Snapshots, watchEvery: opts.ProgressInterval, stall: opts.StallTimeout, yieldMode: opts.Yield,
 		jobs:  map[string]*job{},
 		repos: map[string]*repo{},
 		last:  map[string]Result{},

@@ -20,11 +20,13 @@ import (
 // image was seen to take is kept, so that its next pulls wait for the
 // room instead of starting again from twice its compressed bytes.
 //
-// The level is the whole filesystem's, on every runtime the guard can
-// read (containerd, CRI-O, cri-dockerd). Which pull wrote it is told by
-// the pull's bytes as the content store shows them (containerd only):
-// without that view every running pull's size is unknown, so every one is
-// taken to write unreserved bytes.
+// The level is the whole filesystem's, as the guard reads it. Which pull
+// writes unreserved bytes is told by the pull's bytes as the content
+// store shows them, and, when several do, which outgrew its admission by
+// what its layers' snapshots take (snapshots.go): both containerd's
+// only. Without the content view the watcher does not run, and nothing
+// watches an unpack (CRI-O, cri-dockerd): the guard's threshold and the
+// runtime's own out-of-space failure are all there is.
 
 // unpackPoll is how often the watcher reads the disk while a pull writes
 // unreserved bytes, and once as a pull starts: a gzip layer of zeros
@@ -43,6 +45,11 @@ type take struct {
 	// loose says it writes bytes no reservation covers: it unpacks with
 	// every byte fetched, or its size is unknown.
 	loose bool
+	// admitted is what it was let in for, unpackFactor times its
+	// compressed bytes; unpacked what its snapshots were seen to take,
+	// when measured (snapshots.go).
+	admitted, unpacked int64
+	measured           bool
 }
 
 // takeOf is how a pull with progress p takes room.
@@ -51,7 +58,7 @@ func takeOf(p pull.Progress) take {
 		return take{loose: true}
 	}
 	left := max(p.Total-p.Done, 0)
-	return take{reserve: unpackFactor * left, loose: left == 0}
+	return take{reserve: unpackFactor * left, loose: left == 0, admitted: unpackFactor * p.Total}
 }
 
 // outgrown returns the indexes of the pulls to cancel: the loose ones,
@@ -71,6 +78,23 @@ func outgrown(room, step int64, takes []take) []int {
 		if t.loose {
 			out = append(out, i)
 		}
+	}
+	return out
+}
+
+// culprits narrows the pulls outgrown would cancel to those whose unpack
+// was measured past what they were admitted for: when several unpack at
+// once, the disk's level alone cannot say which outgrew it. With none
+// measured past it, all of them go.
+func culprits(takes []take, cancels []int) []int {
+	var out []int
+	for _, i := range cancels {
+		if t := takes[i]; t.measured && t.unpacked > t.admitted {
+			out = append(out, i)
+		}
+	}
+	if len(out) == 0 {
+		return cancels
 	}
 	return out
 }
@@ -115,8 +139,15 @@ func (e *Engine) checkUnpack(ctx context.Context, w *watcher, jobs []*job) (loos
 	}
 	used := u.CapacityBytes - u.AvailableBytes
 	step := w.disk.step(used, e.clock.Now(), unpackPoll)
-	for _, i := range outgrown(room, step, takes) {
-		e.cancelOutgrown(jobs[i], w.tracks[jobs[i]].p, u, room, used, len(jobs) == 1)
+	cancels := outgrown(room, step, takes)
+	if len(cancels) > 1 {
+		for _, i := range cancels {
+			takes[i].unpacked, takes[i].measured = e.unpackedBy(ctx, w.tracks[jobs[i]])
+		}
+		cancels = culprits(takes, cancels)
+	}
+	for _, i := range cancels {
+		e.cancelOutgrown(jobs[i], w.tracks[jobs[i]].p, takes[i].unpacked, u, room, used, len(jobs) == 1)
 	}
 	return loose
 }
@@ -148,16 +179,17 @@ func (e *Engine) noteStart(ctx context.Context, j *job) {
 }
 
 // cancelOutgrown cancels j's pull for size, keeping a lower bound of
-// what its image unpacks to: more than the room it started with, and
-// more than it took since (by the filesystem's growth, when it ran alone)
-// plus the room still left.
-func (e *Engine) cancelOutgrown(j *job, p pull.Progress, u DiskUsage, room int64, used uint64, alone bool) {
+// what its image unpacks to: more than the room it started with, more
+// than it took since (by the filesystem's growth, when it ran alone) plus
+// the room still left, and at least what its snapshots were seen to take
+// (seen).
+func (e *Engine) cancelOutgrown(j *job, p pull.Progress, seen int64, u DiskUsage, room int64, used uint64, alone bool) {
 	e.mu.Lock()
 	start := j.atStart
 	e.mu.Unlock()
-	var unpacked int64
+	unpacked := seen
 	if start.read {
-		unpacked = start.room
+		unpacked = max(unpacked, start.room)
 		if alone && used > start.used {
 			unpacked = max(unpacked, int64(used-start.used)+max(room, 0))
 		}

@@ -1,7 +1,11 @@
 package pullengine
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"slices"
+	"sync"
 	"strings"
 	"testing"
 	"time"
@@ -40,8 +44,8 @@ func TestTakeOf(t *testing.T) {
 		want take
 	}{
 		{pull.Progress{}, take{loose: true}},
-		{pull.Progress{Known: true, Total: 1000, Done: 400}, take{reserve: 1200}},
-		{pull.Progress{Known: true, Total: 1000, Done: 1000}, take{loose: true}},
+		{pull.Progress{Known: true, Total: 1000, Done: 400}, take{reserve: 1200, admitted: 2000}},
+		{pull.Progress{Known: true, Total: 1000, Done: 1000}, take{loose: true, admitted: 2000}},
 	} {
 		if got := takeOf(c.p); got != c.want {
 			t.Errorf("takeOf(%+v) = %+v, want %+v", c.p, got, c.want)
@@ -164,5 +168,101 @@ func (h *harness) pollResult(t *testing.T) Result {
 		return r
 	case <-time.After(20 * time.Millisecond):
 		return Result{}
+	}
+}
+
+func TestCulprits(t *testing.T) {
+	over := take{loose: true, admitted: 100, unpacked: 5000, measured: true}
+	within := take{loose: true, admitted: 100, unpacked: 50, measured: true}
+	unmeasured := take{loose: true, admitted: 100}
+	for _, c := range []struct {
+		name    string
+		takes   []take
+		cancels []int
+		want    []int
+	}{
+		{"the one past its admission", []take{within, over, within}, []int{0, 1, 2}, []int{1}},
+		{"none past: all", []take{within, within}, []int{0, 1}, []int{0, 1}},
+		{"not measured: all", []take{unmeasured, unmeasured}, []int{0, 1}, []int{0, 1}},
+		{"only among those to cancel", []take{over, within}, []int{1}, []int{1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := culprits(c.takes, c.cancels); !slices.Equal(got, c.want) {
+				t.Errorf("culprits = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+func TestChainIDs(t *testing.T) {
+	got, err := chainIDs([]byte(`{"rootfs":{"type":"layers","diff_ids":["sha256:d1","sha256:d2"]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := sha256.Sum256([]byte("sha256:d1 sha256:d2"))
+	if want := []string{"sha256:d1", "sha256:" + hex.EncodeToString(second[:])}; !slices.Equal(got, want) {
+		t.Errorf("chainIDs = %v, want %v", got, want)
+	}
+	for _, bad := range []string{`{`, `{"rootfs":{}}`} {
+		if _, err := chainIDs([]byte(bad)); err == nil {
+			t.Errorf("chainIDs(%s) took it", bad)
+		}
+	}
+}
+
+// fakeSnapshots is a snapshots view whose unpacks the test sizes: two
+// pulls unpacking at the same instant of a fake clock, one past its
+// admission, are not to be had from a real containerd on cue (the real
+// view is read in pkg/criclient's TestSnapshotsDuringUnpack).
+type fakeSnapshots struct {
+	mu    sync.Mutex
+	sizes map[string]int64 // by chain ID
+}
+
+func (f *fakeSnapshots) Unpacked(_ context.Context, chains []string) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var n int64
+	for _, c := range chains {
+		n += f.sizes[c]
+	}
+	return n, nil
+}
+
+// TestUnpackTwoAtOnce: two pulls unpack as the disk runs out of room; the
+// snapshots show which one unpacked past what it was admitted for, and
+// only that one is cancelled.
+func TestUnpackTwoAtOnce(t *testing.T) {
+	start := time.Unix(1_000_000, 0)
+	store := newFakeContent(start)
+	store.raw[cfgDigest] = `{"rootfs":{"diff_ids":["sha256:d1","sha256:d2"]}}`
+	store.held[l1Digest] = content.Blob{Digest: l1Digest, Size: 1000, CreatedAt: start}
+	store.held[l2Digest] = content.Blob{Digest: l2Digest, Size: 500, CreatedAt: start}
+	// The other image: its own manifest, config and one 2,000-byte layer.
+	store.byRepo = map[string][]content.Blob{"other": {{Digest: "sha256:m2", UpdatedAt: start}}}
+	store.raw["sha256:m2"] = `{"config":{"digest":"sha256:c2","size":10},"layers":[{"digest":"sha256:a3","size":2000}]}`
+	store.raw["sha256:c2"] = `{"rootfs":{"diff_ids":["sha256:d3"]}}`
+	store.held["sha256:c2"] = content.Blob{Digest: "sha256:c2", Size: 10, CreatedAt: start}
+	store.held["sha256:a3"] = content.Blob{Digest: "sha256:a3", Size: 2000, CreatedAt: start}
+	// The bomb's first layer took 60,000 bytes; the other's, 1,000 of
+	// the 4,020 it was admitted for.
+	snaps := &fakeSnapshots{sizes: map[string]int64{"sha256:d1": 60_000, "sha256:d3": 1_000}}
+	fs := &fakeFs{stats: FsStats{CapacityBytes: 100_000, AvailableBytes: 90_000}}
+	h := newHarness(t, Options{Content: store, Snapshots: snaps, ImageFs: fs, MaxParallelPulls: 2})
+	bomb, other := "reg.example/bomb:v1", "reg.example/other:v1"
+	h.pulling(t, bomb)
+	h.pulling(t, other)
+	h.waitTimers(t, 3) // two pulls' timeouts and the watcher's
+	h.clock.Step(time.Second)
+	h.waitTimers(t, 3)
+	fs.set(25_000) // 75,000 used: 5,000 of room, and filling fast
+	h.clock.Step(unpackPoll)
+	res := h.result(t)
+	if res.Ref != key(t, bomb) || res.Class != pull.ClassDiskPressure || !strings.Contains(res.Message, "unpacked past the room: to more than") {
+		t.Fatalf("result %+v, want the bomb cancelled for unpacking past the room", res)
+	}
+	h.noResult(t)
+	if s, _ := h.eng.Status(other); s.State != pull.StatePulling {
+		t.Errorf("the other pull: %+v, want still pulling", s)
 	}
 }
