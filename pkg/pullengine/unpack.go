@@ -108,14 +108,20 @@ type disk struct {
 
 // step is how much the filesystem grows in two of next at the pace seen
 // since the last reading (one for the reading's lag, one for a cancel to
-// stop the runtime), and takes used at now as the last reading.
+// stop the runtime), and takes used at now as the last reading. A busy
+// node that took longer than next between readings may again: the gap
+// stands in for next then.
 func (d *disk) step(used uint64, now time.Time, next time.Duration) int64 {
 	var rate float64
-	if !d.at.IsZero() && now.After(d.at) && used > d.used {
-		rate = float64(used-d.used) / now.Sub(d.at).Seconds()
+	gap := next
+	if !d.at.IsZero() && now.After(d.at) {
+		gap = max(next, now.Sub(d.at))
+		if used > d.used {
+			rate = float64(used-d.used) / now.Sub(d.at).Seconds()
+		}
 	}
 	d.used, d.at = used, now
-	return int64(rate * 2 * next.Seconds())
+	return int64(rate * 2 * gap.Seconds())
 }
 
 // checkUnpack reads the disk for the running pulls jobs and cancels those

@@ -266,3 +266,24 @@ func TestUnpackTwoAtOnce(t *testing.T) {
 		t.Errorf("the other pull: %+v, want still pulling", s)
 	}
 }
+
+// TestDiskStep: the growth expected before a cancel takes effect is two
+// readings' worth at the last pace, the readings as far apart as the last
+// two were when that was longer.
+func TestDiskStep(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	var d disk
+	if got := d.step(1000, t0, unpackPoll); got != 0 {
+		t.Errorf("first reading: step %d, want 0 (no pace yet)", got)
+	}
+	if got := d.step(2000, t0.Add(unpackPoll), unpackPoll); got != 2000 {
+		t.Errorf("1,000 bytes in a poll: step %d, want 2,000", got)
+	}
+	// Late by a second: 10,000 bytes a second, for two seconds.
+	if got := d.step(12_000, t0.Add(unpackPoll+time.Second), unpackPoll); got != 20_000 {
+		t.Errorf("late reading: step %d, want 20,000", got)
+	}
+	if got := d.step(11_000, t0.Add(2*unpackPoll+time.Second), unpackPoll); got != 0 {
+		t.Errorf("shrinking: step %d, want 0", got)
+	}
+}
