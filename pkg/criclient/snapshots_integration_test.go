@@ -62,8 +62,11 @@ func TestSnapshotsDuringUnpack(t *testing.T) {
 			}
 			testbed.Eventually(t, 30*time.Second, "the unpack gone and the disk back", func() error {
 				n, err := snaps.Unpacked(testContext(t), []string{chain})
-				if err != nil || n != 0 {
-					return fmt.Errorf("%d bytes still unpacked, %v", n, err)
+				if err != nil {
+					return err
+				}
+				if n != 0 {
+					return fmt.Errorf("%d bytes still unpacked", n)
 				}
 				if now := freeBytes(t, ctd.Root()); now+16<<20 < free {
 					return fmt.Errorf("%d MiB free, %d before the pull", now>>20, free>>20)
