@@ -13,7 +13,7 @@ import (
 // the disk guard's level at every reading, every unpackPoll while a
 // pull writes what no reservation covers (all its bytes fetched: it
 // unpacks; or its size not known yet). When the filesystem would pass the
-// threshold by the reading after next at the pace it fills, less what the
+// threshold within three readings at the pace it fills, less what the
 // pulls still fetching reserve (fit.go), the pulls writing unreserved
 // bytes are cancelled, as DiskPressure, while they unpack: the runtime
 // drops an aborted unpack's snapshot, and the room comes back. What the
@@ -36,6 +36,11 @@ const unpackPoll = 100 * time.Millisecond
 // unpackReadAge is the oldest disk reading the unpack check uses: below
 // the watcher's fastest pace, so each of its readings reads the disk.
 const unpackReadAge = unpackPoll / 2
+
+// stepReadings is how many readings' growth the unpack check keeps as
+// its margin: one for the reading's lag, one for a cancel to stop the
+// runtime, one for a reading late on a busy node.
+const stepReadings = 3
 
 // take is one running pull as the unpack check sees it.
 type take struct {
@@ -106,11 +111,10 @@ type disk struct {
 	at   time.Time
 }
 
-// step is how much the filesystem grows in two of next at the pace seen
-// since the last reading (one for the reading's lag, one for a cancel to
-// stop the runtime), and takes used at now as the last reading. A busy
-// node that took longer than next between readings may again: the gap
-// stands in for next then.
+// step is how much the filesystem grows in stepReadings of next at the
+// pace seen since the last reading, and takes used at now as the last
+// reading. A busy node that took longer than next between readings may
+// again: the gap stands in for next then.
 func (d *disk) step(used uint64, now time.Time, next time.Duration) int64 {
 	var rate float64
 	gap := next
@@ -121,7 +125,7 @@ func (d *disk) step(used uint64, now time.Time, next time.Duration) int64 {
 		}
 	}
 	d.used, d.at = used, now
-	return int64(rate * 2 * gap.Seconds())
+	return int64(rate * stepReadings * gap.Seconds())
 }
 
 // checkUnpack reads the disk for the running pulls jobs and cancels those

@@ -57,7 +57,7 @@ func TestTakeOf(t *testing.T) {
 // of layers) keeps writing as the runtime unpacks; the disk is read at
 // each of the watcher's readings, every unpackPoll, and the pull is
 // cancelled as DiskPressure once, at the pace the disk fills, it would
-// pass the threshold before the reading after next: before it does. The
+// pass the threshold within three readings: before it does. The
 // image then waits without asking the runtime until the room is more than
 // it was seen to unpack to, not twice its compressed bytes. The faults
 // faked: a pull held in its unpack (the fake runtime's PullImage blocks)
@@ -77,8 +77,8 @@ func TestUnpackBombCancelledThenHeld(t *testing.T) {
 	h.waitTimers(t, 2)
 	h.clock.Step(time.Second) // the manifest is found, every byte held
 	h.waitTimers(t, 2)
-	// The runtime unpacks 5,000 bytes a reading: the step ahead is two
-	// readings' worth, 10,000 bytes.
+	// The runtime unpacks 5,000 bytes a reading: the step ahead is three
+	// readings' worth, 15,000 bytes.
 	var res Result
 	avail := uint64(90_000)
 	for res.Class == "" {
@@ -90,9 +90,9 @@ func TestUnpackBombCancelledThenHeld(t *testing.T) {
 		h.clock.Step(unpackPoll)
 		res = h.pollResult(t)
 	}
-	// 75,000 used: the next two readings would pass 80,000.
-	if avail != 25_000 {
-		t.Errorf("cancelled at %d bytes free, want 25,000: the pace's two readings before the threshold (20,000 free)", avail)
+	// 70,000 used: the next three readings would reach 85,000.
+	if avail != 30_000 {
+		t.Errorf("cancelled at %d bytes free, want 30,000: the pace's three readings before the threshold (20,000 free)", avail)
 	}
 	t.Logf("cancelled at %d bytes free: %s", avail, res.Message)
 	if res.Class != pull.ClassDiskPressure || !strings.Contains(res.Message, "the image unpacked past the room: to more than 68 KiB from 1.5 KiB compressed") ||
@@ -267,7 +267,7 @@ func TestUnpackTwoAtOnce(t *testing.T) {
 	}
 }
 
-// TestDiskStep: the growth expected before a cancel takes effect is two
+// TestDiskStep: the growth expected before a cancel takes effect is three
 // readings' worth at the last pace, the readings as far apart as the last
 // two were when that was longer.
 func TestDiskStep(t *testing.T) {
@@ -276,12 +276,12 @@ func TestDiskStep(t *testing.T) {
 	if got := d.step(1000, t0, unpackPoll); got != 0 {
 		t.Errorf("first reading: step %d, want 0 (no pace yet)", got)
 	}
-	if got := d.step(2000, t0.Add(unpackPoll), unpackPoll); got != 2000 {
-		t.Errorf("1,000 bytes in a poll: step %d, want 2,000", got)
+	if got := d.step(2000, t0.Add(unpackPoll), unpackPoll); got != 3000 {
+		t.Errorf("1,000 bytes in a poll: step %d, want 3,000", got)
 	}
-	// Late by a second: 10,000 bytes a second, for two seconds.
-	if got := d.step(12_000, t0.Add(unpackPoll+time.Second), unpackPoll); got != 20_000 {
-		t.Errorf("late reading: step %d, want 20,000", got)
+	// Late by a second: 10,000 bytes a second, for three seconds.
+	if got := d.step(12_000, t0.Add(unpackPoll+time.Second), unpackPoll); got != 30_000 {
+		t.Errorf("late reading: step %d, want 30,000", got)
 	}
 	if got := d.step(11_000, t0.Add(2*unpackPoll+time.Second), unpackPoll); got != 0 {
 		t.Errorf("shrinking: step %d, want 0", got)
