@@ -16,8 +16,9 @@ import (
 // its unpack through the snapshots API alone: the active snapshot of its
 // layer's chain ID grows while the pull runs, another chain ID's is
 // nothing; the pull, cancelled, leaves no active snapshot and gives the
-// disk back. The pull engine's unpack check and its promise that a
-// cancelled unpack fills nothing stand on these facts.
+// disk back (a 3 GiB tmpfs of its own). The pull engine's unpack check
+// and its promise that a cancelled unpack fills nothing stand on these
+// facts.
 func TestSnapshotsDuringUnpack(t *testing.T) {
 	skipShort(t)
 	for _, v := range testbed.ContainerdVersions() {
@@ -30,7 +31,9 @@ func TestSnapshotsDuringUnpack(t *testing.T) {
 				t.Fatal(err)
 			}
 			chain := cf.RootFS.DiffIDs[0].String() // one layer: its chain ID is its diff ID
-			ctd := testbed.StartContainerd(t, "node-u", v.Options(t)...)
+			// Its own filesystem, whose free space no other process on
+			// the shared host moves; a tmpfs takes only what is written.
+			ctd := testbed.StartContainerd(t, "node-u", append(v.Options(t), testbed.WithImageFilesystemSize(3<<30))...)
 			c := connect(t, ctd.Endpoint)
 			snaps, err := c.Snapshots(testContext(t))
 			if err != nil {
