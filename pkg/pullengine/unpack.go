@@ -130,22 +130,25 @@ func (d *disk) step(used uint64, now time.Time, next time.Duration) int64 {
 
 // checkUnpack reads the disk for the running pulls jobs and cancels those
 // that outgrow the room. It says whether one writes unreserved bytes, for
-// the watcher to read again soon.
-func (e *Engine) checkUnpack(ctx context.Context, w *watcher, jobs []*job) (loose bool) {
+// the watcher to read again soon; not while the level is unknown, which
+// decides nothing.
+func (e *Engine) checkUnpack(ctx context.Context, w *watcher, jobs []*job) (soon bool) {
 	if len(jobs) == 0 || e.guard.threshold >= 100 {
 		w.disk = disk{}
 		return false
 	}
 	u := e.guard.usageWithin(ctx, unpackReadAge)
 	room, known := e.guard.room(u)
+	if !known {
+		w.disk = disk{}
+		return false
+	}
 	takes := make([]take, len(jobs))
 	for i, j := range jobs {
 		takes[i] = takeOf(w.tracks[j].p)
-		loose = loose || takes[i].loose
-	}
-	if !known {
-		w.disk = disk{}
-		return loose
+		// A pull whose size stays unknown past resolvingFor may never
+		// show it: it is still checked, at the usual pace.
+		soon = soon || takes[i].loose && (w.tracks[j].p.Known || e.clock.Since(j.startedAt) < resolvingFor)
 	}
 	used := u.CapacityBytes - u.AvailableBytes
 	step := w.disk.step(used, e.clock.Now(), unpackPoll)
@@ -159,7 +162,7 @@ func (e *Engine) checkUnpack(ctx context.Context, w *watcher, jobs []*job) (loos
 	for _, i := range cancels {
 		e.cancelOutgrown(jobs[i], w.tracks[jobs[i]].p, takes[i].unpacked, u, room, used, len(jobs) == 1)
 	}
-	return loose
+	return soon
 }
 
 // unpackStart is what the disk held when a pull started, for the unpack
