@@ -9,8 +9,8 @@ import (
 )
 
 // SnapshotView is what the engine reads of the runtime's snapshots to
-// tell which pull unpacked what, when several unpack at once and the
-// disk's level alone cannot say (unpack.go). *criclient.Snapshots
+// tell what a pull unpacked, when the disk's level alone cannot say
+// whether it or someone else took the room (unpack.go). *criclient.Snapshots
 // implements it, on containerd; CRI-O and cri-dockerd have none.
 type SnapshotView interface {
 	// Unpacked is how many bytes the snapshots being unpacked for the

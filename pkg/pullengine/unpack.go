@@ -22,9 +22,11 @@ import (
 //
 // The level is the whole filesystem's, as the guard reads it. Which pull
 // writes unreserved bytes is told by the pull's bytes as the content
-// store shows them, and, when several do, which outgrew its admission by
-// what its layers' snapshots take (snapshots.go): both containerd's
-// only. Without the content view the watcher does not run, and nothing
+// store shows them; whether it outgrew its admission, by the
+// filesystem's growth since it started (no more than that is its), and
+// then by what its layers' snapshots take (snapshots.go). A pull known
+// to be within its admission goes on: someone else took the room, and
+// the guard holds new pulls. Both views are containerd's only. Without the content view the watcher does not run, and nothing
 // watches an unpack (CRI-O, cri-dockerd): the guard's threshold and the
 // runtime's own out-of-space failure are all there is.
 
@@ -51,10 +53,17 @@ type take struct {
 	// every byte fetched, or its size is unknown.
 	loose bool
 	// admitted is what it was let in for, unpackFactor times its
-	// compressed bytes; unpacked what its snapshots were seen to take,
-	// when measured (snapshots.go).
-	admitted, unpacked int64
-	measured           bool
+	// compressed bytes; grown how much the filesystem grew since it
+	// started (a bound from above of what it wrote; when read); unpacked
+	// what its snapshots were seen to take (when measured: snapshots.go).
+	admitted, grown, unpacked int64
+	started, measured         bool
+}
+
+// within says the pull is known to have written no more than it was
+// admitted for: the room is taken by someone else.
+func (t take) within() bool {
+	return t.started && t.grown <= t.admitted || t.measured && t.unpacked <= t.admitted
 }
 
 // takeOf is how a pull with progress p takes room.
@@ -87,19 +96,15 @@ func outgrown(room, step int64, takes []take) []int {
 	return out
 }
 
-// culprits narrows the pulls outgrown would cancel to those whose unpack
-// was measured past what they were admitted for: when several unpack at
-// once, the disk's level alone cannot say which outgrew it. With none
-// measured past it, all of them go.
+// culprits narrows the pulls outgrown would cancel to those not known
+// to be within what they were admitted for: the disk's level alone does
+// not say who filled it (another pull, a container's logs).
 func culprits(takes []take, cancels []int) []int {
 	var out []int
 	for _, i := range cancels {
-		if t := takes[i]; t.measured && t.unpacked > t.admitted {
+		if !takes[i].within() {
 			out = append(out, i)
 		}
-	}
-	if len(out) == 0 {
-		return cancels
 	}
 	return out
 }
@@ -153,16 +158,29 @@ func (e *Engine) checkUnpack(ctx context.Context, w *watcher, jobs []*job) (soon
 	used := u.CapacityBytes - u.AvailableBytes
 	step := w.disk.step(used, e.clock.Now(), unpackPoll)
 	cancels := outgrown(room, step, takes)
-	if len(cancels) > 1 {
-		for _, i := range cancels {
-			takes[i].unpacked, takes[i].measured = e.unpackedBy(ctx, w.tracks[jobs[i]])
-		}
-		cancels = culprits(takes, cancels)
-	}
 	for _, i := range cancels {
+		e.weigh(ctx, &takes[i], jobs[i], w.tracks[jobs[i]], used)
+	}
+	for _, i := range culprits(takes, cancels) {
 		e.cancelOutgrown(jobs[i], w.tracks[jobs[i]].p, takes[i].unpacked, u, room, used, len(jobs) == 1)
 	}
 	return soon
+}
+
+// weigh adds to t what is known of what j's pull wrote: the filesystem's
+// growth since it started, and, when that is more than it was admitted
+// for, what its snapshots take (only then: a snapshot's usage is a walk
+// of its files).
+func (e *Engine) weigh(ctx context.Context, t *take, j *job, tr *track, used uint64) {
+	e.mu.Lock()
+	start := j.atStart
+	e.mu.Unlock()
+	if start.read {
+		t.grown, t.started = int64(used)-int64(start.used), true
+	}
+	if !t.within() {
+		t.unpacked, t.measured = e.unpackedBy(ctx, tr)
+	}
 }
 
 // unpackStart is what the disk held when a pull started, for the unpack

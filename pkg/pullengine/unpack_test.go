@@ -172,19 +172,23 @@ func (h *harness) pollResult(t *testing.T) Result {
 }
 
 func TestCulprits(t *testing.T) {
-	over := take{loose: true, admitted: 100, unpacked: 5000, measured: true}
-	within := take{loose: true, admitted: 100, unpacked: 50, measured: true}
-	unmeasured := take{loose: true, admitted: 100}
+	grownPast := take{loose: true, admitted: 100, grown: 5000, started: true}
+	grownWithin := take{loose: true, admitted: 100, grown: 80, started: true}
+	measuredPast := take{loose: true, admitted: 100, grown: 5000, started: true, unpacked: 4000, measured: true}
+	measuredWithin := take{loose: true, admitted: 100, grown: 5000, started: true, unpacked: 50, measured: true}
+	unknown := take{loose: true}
 	for _, c := range []struct {
 		name    string
 		takes   []take
 		cancels []int
 		want    []int
 	}{
-		{"the one past its admission", []take{within, over, within}, []int{0, 1, 2}, []int{1}},
-		{"none past: all", []take{within, within}, []int{0, 1}, []int{0, 1}},
-		{"not measured: all", []take{unmeasured, unmeasured}, []int{0, 1}, []int{0, 1}},
-		{"only among those to cancel", []take{over, within}, []int{1}, []int{1}},
+		{"the disk grew past its admission, nothing measured", []take{grownPast}, []int{0}, []int{0}},
+		{"the disk grew less than its admission: someone else's", []take{grownWithin}, []int{0}, nil},
+		{"its snapshots past its admission", []take{measuredPast, measuredWithin}, []int{0, 1}, []int{0}},
+		{"its snapshots within: someone else's", []take{measuredWithin}, []int{0}, nil},
+		{"nothing known", []take{unknown, grownPast}, []int{0, 1}, []int{0, 1}},
+		{"only among those to cancel", []take{measuredPast, grownPast}, []int{1}, []int{1}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if got := culprits(c.takes, c.cancels); !slices.Equal(got, c.want) {
@@ -285,5 +289,31 @@ func TestDiskStep(t *testing.T) {
 	}
 	if got := d.step(11_000, t0.Add(2*unpackPoll+time.Second), unpackPoll); got != 0 {
 		t.Errorf("shrinking: step %d, want 0", got)
+	}
+}
+
+// TestUnpackOthersFillTheDisk: a pull unpacks as the disk runs out of
+// room, but its snapshots show it within what it was admitted for:
+// someone else filled the disk, and the pull goes on.
+func TestUnpackOthersFillTheDisk(t *testing.T) {
+	start := time.Unix(1_000_000, 0)
+	store := newFakeContent(start)
+	store.raw[cfgDigest] = `{"rootfs":{"diff_ids":["sha256:d1","sha256:d2"]}}`
+	store.held[l1Digest] = content.Blob{Digest: l1Digest, Size: 1000, CreatedAt: start}
+	store.held[l2Digest] = content.Blob{Digest: l2Digest, Size: 500, CreatedAt: start}
+	snaps := &fakeSnapshots{sizes: map[string]int64{"sha256:d1": 1000}} // of the 3,020 admitted
+	fs := &fakeFs{stats: FsStats{CapacityBytes: 100_000, AvailableBytes: 90_000}}
+	h := newHarness(t, Options{Content: store, Snapshots: snaps, ImageFs: fs})
+	img := "reg.example/app:v1"
+	h.pulling(t, img)
+	h.waitTimers(t, 2)
+	h.clock.Step(time.Second)
+	h.waitTimers(t, 2)
+	for _, avail := range []uint64{60_000, 25_000, 21_000} {
+		fs.set(avail)
+		h.clock.Step(unpackPoll)
+		if res := h.pollResult(t); res.Class != "" {
+			t.Fatalf("at %d bytes free: %+v, want the pull to go on", avail, res)
+		}
 	}
 }
