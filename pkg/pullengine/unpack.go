@@ -114,13 +114,20 @@ func culprits(takes []take, cancels []int) []int {
 type disk struct {
 	used uint64
 	at   time.Time
+	// last is the step the reading at gave.
+	last int64
 }
 
 // step is how much the filesystem grows in stepReadings of next at the
-// pace seen since the last reading, and takes used at now as the last
-// reading. A busy node that took longer than next between readings may
-// again: the gap stands in for next then.
+// pace seen since the last reading, and takes used, read at now, as the
+// last reading; the same reading seen again gives the same step. A busy
+// node that took longer than next between readings may again: the gap
+// stands in for next then. Readings of the kubelet's figures are a second
+// apart (kubeletReadAge), which widens the step as much.
 func (d *disk) step(used uint64, now time.Time, next time.Duration) int64 {
+	if !d.at.IsZero() && now.Equal(d.at) { // the same reading again
+		return d.last
+	}
 	var rate float64
 	gap := next
 	if !d.at.IsZero() && now.After(d.at) {
@@ -130,7 +137,8 @@ func (d *disk) step(used uint64, now time.Time, next time.Duration) int64 {
 		}
 	}
 	d.used, d.at = used, now
-	return int64(rate * stepReadings * gap.Seconds())
+	d.last = int64(rate * stepReadings * gap.Seconds())
+	return d.last
 }
 
 // checkUnpack reads the disk for the running pulls jobs and cancels those
@@ -142,7 +150,7 @@ func (e *Engine) checkUnpack(ctx context.Context, w *watcher, jobs []*job) (soon
 		w.disk = disk{}
 		return false
 	}
-	u := e.guard.usageWithin(ctx, unpackReadAge)
+	u, readAt := e.guard.usageWithin(ctx, e.guard.fastAge())
 	room, known := e.guard.room(u)
 	if !known {
 		w.disk = disk{}
@@ -156,7 +164,7 @@ func (e *Engine) checkUnpack(ctx context.Context, w *watcher, jobs []*job) (soon
 		soon = soon || takes[i].loose && (w.tracks[j].p.Known || e.clock.Since(j.startedAt) < resolvingFor)
 	}
 	used := u.CapacityBytes - u.AvailableBytes
-	step := w.disk.step(used, e.clock.Now(), unpackPoll)
+	step := w.disk.step(used, readAt, unpackPoll)
 	cancels := outgrown(room, step, takes)
 	for _, i := range cancels {
 		e.weigh(ctx, &takes[i], jobs[i], w.tracks[jobs[i]], used)
@@ -199,7 +207,7 @@ func (e *Engine) noteStart(ctx context.Context, j *job) {
 	if e.content == nil || e.guard.threshold >= 100 {
 		return
 	}
-	u := e.guard.usageWithin(ctx, unpackReadAge)
+	u, _ := e.guard.usageWithin(ctx, e.guard.fastAge())
 	room, known := e.guard.room(u)
 	if !known {
 		return

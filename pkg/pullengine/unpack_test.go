@@ -55,9 +55,10 @@ func TestTakeOf(t *testing.T) {
 
 // TestUnpackBombCancelledThenHeld: a pull whose bytes are all in (1.5 KiB
 // of layers) keeps writing as the runtime unpacks; the disk is read at
-// each of the watcher's readings, every unpackPoll, and the pull is
-// cancelled as DiskPressure once, at the pace the disk fills, it would
-// pass the threshold within three readings: before it does. The
+// the watcher's readings (the kubelet's figures, as here, once a second),
+// and the pull is cancelled as DiskPressure once, at the pace the disk
+// fills, it would pass the threshold within three readings: before it
+// does. The
 // image then waits without asking the runtime until the room is more than
 // it was seen to unpack to, not twice its compressed bytes. The faults
 // faked: a pull held in its unpack (the fake runtime's PullImage blocks)
@@ -87,7 +88,7 @@ func TestUnpackBombCancelledThenHeld(t *testing.T) {
 		}
 		avail -= 5_000
 		fs.set(avail)
-		h.clock.Step(unpackPoll)
+		h.clock.Step(kubeletReadAge)
 		res = h.pollResult(t)
 	}
 	// 70,000 used: the next three readings would reach 85,000.
@@ -140,7 +141,7 @@ func TestUnpackWithinReservation(t *testing.T) {
 	h.waitTimers(t, 2)
 	for _, avail := range []uint64{5_400, 5_300, 5_200} {
 		fs.set(avail)
-		h.clock.Step(unpackPoll)
+		h.clock.Step(kubeletReadAge)
 		if res := h.pollResult(t); res.Class != "" {
 			t.Fatalf("at %d bytes free: %+v, want the pull to go on", avail, res)
 		}
@@ -260,7 +261,7 @@ func TestUnpackTwoAtOnce(t *testing.T) {
 	h.clock.Step(time.Second)
 	h.waitTimers(t, 3)
 	fs.set(25_000) // 75,000 used: 5,000 of room, and filling fast
-	h.clock.Step(unpackPoll)
+	h.clock.Step(kubeletReadAge)
 	res := h.result(t)
 	if res.Ref != key(t, bomb) || res.Class != pull.ClassDiskPressure || !strings.Contains(res.Message, "unpacked past the room: to more than") {
 		t.Fatalf("result %+v, want the bomb cancelled for unpacking past the room", res)
@@ -290,6 +291,10 @@ func TestDiskStep(t *testing.T) {
 	if got := d.step(11_000, t0.Add(2*unpackPoll+time.Second), unpackPoll); got != 0 {
 		t.Errorf("shrinking: step %d, want 0", got)
 	}
+	d.step(21_000, t0.Add(3*unpackPoll+time.Second), unpackPoll)
+	if got := d.step(21_000, t0.Add(3*unpackPoll+time.Second), unpackPoll); got != 30_000 {
+		t.Errorf("the same reading again: step %d, want the last one, 30,000", got)
+	}
 }
 
 // TestUnpackOthersFillTheDisk: a pull unpacks as the disk runs out of
@@ -311,9 +316,33 @@ func TestUnpackOthersFillTheDisk(t *testing.T) {
 	h.waitTimers(t, 2)
 	for _, avail := range []uint64{60_000, 25_000, 21_000} {
 		fs.set(avail)
-		h.clock.Step(unpackPoll)
+		h.clock.Step(kubeletReadAge)
 		if res := h.pollResult(t); res.Class != "" {
 			t.Fatalf("at %d bytes free: %+v, want the pull to go on", avail, res)
 		}
+	}
+}
+
+// TestUnpackReadsTheKubeletOnceASecond: while a pull unpacks, the watcher
+// polls every unpackPoll, but the kubelet's figures (a /stats/summary
+// request each) are read at most once a second.
+func TestUnpackReadsTheKubeletOnceASecond(t *testing.T) {
+	start := time.Unix(1_000_000, 0)
+	store := newFakeContent(start)
+	store.held[l1Digest] = content.Blob{Digest: l1Digest, Size: 1000, CreatedAt: start}
+	store.held[l2Digest] = content.Blob{Digest: l2Digest, Size: 500, CreatedAt: start}
+	fs := &fakeFs{stats: FsStats{CapacityBytes: 100_000, AvailableBytes: 90_000}}
+	h := newHarness(t, Options{Content: store, ImageFs: fs})
+	h.pulling(t, "reg.example/big:v1")
+	h.waitTimers(t, 2)
+	h.clock.Step(time.Second) // the manifest is found, every byte held: it unpacks
+	h.waitTimers(t, 2)
+	reads := fs.reads()
+	for range 30 {
+		h.clock.Step(unpackPoll)
+		h.waitTimers(t, 2)
+	}
+	if n := fs.reads() - reads; n < 2 || n > 4 {
+		t.Errorf("%d readings of the kubelet's figures in 3 s of unpacking, want about 3 (one a second)", n)
 	}
 }
