@@ -360,6 +360,12 @@ func setContent(ctx context.Context, a *agent.NodeAgent, opts *pullengine.Option
 		return
 	}
 	opts.Content = store
+	snaps, err := cri.Snapshots(ctx)
+	if err != nil {
+		ctrl.Log.Info("What pulls unpack cannot be measured on this node; the image filesystem's level alone stops an unpack that outgrows the room", "reason", err.Error())
+		return
+	}
+	opts.Snapshots = snaps
 }
 
 // setPinner gives the agent the runtime's pinner, or the reason there is

@@ -211,6 +211,12 @@ func newEngine(tb testing.TB, svc pullengine.ImageService, opts pullengine.Optio
 			e.results <- r
 		},
 	}
+	if opts.DiskThresholdPercent == 0 {
+		// As the bed's agents: its runtimes' folders share the machine's
+		// disk with builds and caches, often past 80 %, and others' writes
+		// there would stop these pulls (testbed.DefaultAgent).
+		opts.DiskThresholdPercent = testbed.DefaultAgent.DiskThresholdPercent
+	}
 	e.Engine = pullengine.New(svc, opts)
 	e.ctx, e.cancel = context.WithCancel(quiet())
 	tb.Cleanup(func() { e.stop(tb) })

@@ -77,16 +77,39 @@ func (g *diskGuard) check(ctx context.Context) (DiskUsage, bool) {
 
 // usage returns the cached reading, refreshing it when older than interval.
 func (g *diskGuard) usage(ctx context.Context) DiskUsage {
+	u, _ := g.usageWithin(ctx, g.interval)
+	return u
+}
+
+// kubeletReadAge is the oldest reading of the kubelet's figures the
+// unpack check takes: each is a /stats/summary request, which makes the
+// kubelet gather every pod's stats, so it is asked at most once a second
+// however fast the check polls. statfs, a system call, is read at the
+// check's own pace.
+const kubeletReadAge = time.Second
+
+// fastAge is the oldest reading the unpack check takes from this guard.
+func (g *diskGuard) fastAge() time.Duration {
+	if g.fs != nil {
+		return kubeletReadAge
+	}
+	return unpackReadAge
+}
+
+// usageWithin returns the cached reading and when it was read, refreshing
+// it when older than maxAge: the unpack check (unpack.go) wants a fresh
+// one while pulls write, and its readings serve admissions too.
+func (g *diskGuard) usageWithin(ctx context.Context, maxAge time.Duration) (DiskUsage, time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := g.clock.Now()
-	if !g.readAt.IsZero() && now.Sub(g.readAt) < g.interval {
-		return g.reading
+	if !g.readAt.IsZero() && now.Sub(g.readAt) < maxAge {
+		return g.reading, g.readAt
 	}
 	g.reading, g.readAt = g.read(ctx), now
 	g.reading.ThresholdPercent = g.threshold
 	g.reading.Pressure = g.threshold < 100 && (g.reading.Known && g.reading.Percent > g.threshold || !g.reading.Known && g.holdUnknown)
-	return g.reading
+	return g.reading, g.readAt
 }
 
 // read asks fs for the image filesystem's level, or else the runtime for

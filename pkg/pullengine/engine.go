@@ -32,6 +32,7 @@ type Engine struct {
 	metrics  *metrics
 	// content, watchEvery and stall: see Options.Content.
 	content    ContentView
+	snapshots  SnapshotView
 	watchEvery time.Duration
 	stall      time.Duration
 	yieldMode  YieldMode
@@ -42,7 +43,7 @@ type Engine struct {
 	jobs    map[string]*job   // queued or running, by normalised reference
 	repos   map[string]*repo  // of the jobs, by repository name
 	last    map[string]Result // last finished pull, by normalised reference
-	needs   map[string]int64  // compressed bytes an image that did not fit had to fetch (fit.go)
+	needs   map[string]need   // what an image that did not fit needs (fit.go, unpack.go)
 	yield   Yield             // whether the engine yields to the runtime's other pulls (yield.go)
 	mine    map[string]bool   // the blobs its pulls fetch, as the watcher last saw them
 	busy    chan struct{}     // wakes the watcher at rest when a job is queued
@@ -74,11 +75,11 @@ func New(svc ImageService, opts Options) *Engine {
 		provider: opts.Credentials,
 		timeout:  opts.PullTimeout,
 		metrics:  newMetrics(opts.Registerer),
-		content:  opts.Content, watchEvery: opts.ProgressInterval, stall: opts.StallTimeout, yieldMode: opts.Yield,
+		content:  opts.Content, snapshots: opts.Snapshots, watchEvery: opts.ProgressInterval, stall: opts.StallTimeout, yieldMode: opts.Yield,
 		jobs:  map[string]*job{},
 		repos: map[string]*repo{},
 		last:  map[string]Result{},
-		needs: map[string]int64{},
+		needs: map[string]need{},
 		kept:  map[string]int{},
 		busy:  make(chan struct{}, 1),
 		log:   logr.Discard(),

@@ -243,3 +243,6 @@ func contextWithCancel() (context.Context, context.CancelFunc) {
 
 // The CRI client is what the agent hands the engine.
 var _ ImageService = (*criclient.Client)(nil)
+
+// The runtime's snapshots are what the agent hands the engine.
+var _ SnapshotView = (*criclient.Snapshots)(nil)

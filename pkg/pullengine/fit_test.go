@@ -16,12 +16,21 @@ import (
 type fakeFs struct {
 	mu    sync.Mutex
 	stats FsStats
+	n     int // readings
 }
 
 func (f *fakeFs) ReadImageFs(context.Context) (FsStats, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.n++
 	return f.stats, nil
+}
+
+// reads is how many times the filesystem was read.
+func (f *fakeFs) reads() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.n
 }
 
 func (f *fakeFs) set(available uint64) {

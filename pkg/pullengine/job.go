@@ -69,6 +69,8 @@ type job struct {
 	// holding the bytes its paused predecessor fetched (keep.go).
 	pauses int
 	keptBy string
+	// atStart is the disk as its pull started (unpack.go).
+	atStart unpackStart
 }
 
 func (e *Engine) newJob(ref imageref.Reference, req Request, creds []Credential, bkey string) *job {
@@ -127,6 +129,7 @@ func (e *Engine) run(ctx context.Context, j *job, siblings []string) {
 	e.mu.Lock()
 	j.startedAt = start
 	e.mu.Unlock()
+	e.noteStart(ctx, j)
 	res := e.pull(ctx, j)
 	res.Duration = e.clock.Since(start)
 	e.lastLook(ctx, j, res, start)

@@ -71,6 +71,11 @@ type Options struct {
 	// of pulls under way (Status.Progress) and to catch stalled ones; nil
 	// means no view: no progress, no stall detection.
 	Content ContentView
+	// Snapshots is the runtime's snapshots, read when pulls unpack past
+	// the room, and the disk grew more than they were admitted for, to
+	// tell whether they or someone else took it (needs Content); nil
+	// means such pulls are cancelled.
+	Snapshots SnapshotView
 	// ProgressInterval is how often Content is read while pulls run; 0
 	// means 1s.
 	ProgressInterval time.Duration

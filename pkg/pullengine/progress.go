@@ -49,6 +49,8 @@ type track struct {
 	// as committed by this pull once held.
 	committed int64
 	written   map[string]bool
+	// chains are its layers' chain IDs, once read (snapshots.go).
+	chains []string
 }
 
 type blobSize struct {

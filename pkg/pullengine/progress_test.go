@@ -19,7 +19,8 @@ import (
 // The real store is read in the bed's tests (bed_integration_test.go).
 type fakeContent struct {
 	mu        sync.Mutex
-	manifests []content.Blob // of the one repository the test pulls
+	manifests []content.Blob            // of the one repository the test pulls
+	byRepo    map[string][]content.Blob // of other repositories, when set
 	raw       map[string]string
 	held      map[string]content.Blob
 	ingests   map[string]int64
@@ -53,9 +54,12 @@ func (f *fakeContent) Ingests(context.Context) ([]content.Ingest, error) {
 	return out, nil
 }
 
-func (f *fakeContent) Manifests(context.Context, string, string) ([]content.Blob, error) {
+func (f *fakeContent) Manifests(_ context.Context, _, repo string) ([]content.Blob, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if ms, ok := f.byRepo[repo]; ok {
+		return ms, nil
+	}
 	return f.manifests, nil
 }
 

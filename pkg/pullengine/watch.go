@@ -30,19 +30,21 @@ func (e *Engine) watch(ctx context.Context) {
 			timer.Reset(e.nextLook(due.Sub(now)))
 			continue
 		}
-		resolving, idle := e.watchOnce(ctx, w)
+		poll, idle := e.watchOnce(ctx, w)
 		if idle {
 			// Nothing to watch: sleep until a job is queued, so an
-			// agent at rest is not woken every second.
+			// agent at rest is not woken every second. Its pull may
+			// start at once, and unpack as fast (unpack.go).
 			select {
 			case <-ctx.Done():
 				return
 			case <-e.busy:
 			}
+			poll = unpackPoll
 		}
 		next := e.watchEvery
-		if resolving {
-			next = min(next, resolvingPoll)
+		if poll > 0 {
+			next = min(next, poll)
 		}
 		due = e.clock.Now().Add(next)
 		timer.Reset(e.nextLook(next))
@@ -60,7 +62,8 @@ func (e *Engine) nextLook(toReading time.Duration) time.Duration {
 
 // resolvingPoll is how often the store is read while a pull that started
 // lately has no manifest found yet: its size decides whether it may go on
-// (fit.go), and every second of a fast link is a lot of bytes.
+// (fit.go), and every second of a fast link is a lot of bytes; and how
+// often the disk is read while a pull unpacks (unpack.go).
 const resolvingPoll = 200 * time.Millisecond
 
 // resolvingFor is how long after its start a pull counts as lately
@@ -78,24 +81,29 @@ type watcher struct {
 	// cancelled pull's blob stays fresh for a moment, and is no one
 	// else's.
 	ended map[*track]time.Time
+	// disk is the last fresh reading of the disk while pulls ran
+	// (unpack.go).
+	disk disk
 }
 
 // watchOnce takes one reading of every running pull, and closes the
 // tracks of pulls that ended since the last; while pulls wait, it also
-// looks for the runtime's pulls for others (yield.go). It says whether a
-// pull that started lately still has no manifest found, and whether there
-// was nothing to watch (no pull, none queued, not yielding, no track left
-// to close).
-func (e *Engine) watchOnce(ctx context.Context, w *watcher) (resolving, idle bool) {
+// looks for the runtime's pulls for others (yield.go). It says how soon
+// to read again (0: at the usual pace): soon while a pull that started
+// lately still has no manifest found, sooner while one writes what no
+// reservation covers (unpack.go); and whether there was nothing to watch
+// (no pull, none queued, not yielding, no track left to close).
+func (e *Engine) watchOnce(ctx context.Context, w *watcher) (poll time.Duration, idle bool) {
 	tracks := w.tracks
 	jobs := e.pulling()
 	now := e.clock.Now()
 	e.closeTracks(w, jobs, now)
 	if len(jobs) == 0 && !e.waiting() {
+		w.disk = disk{}
 		e.metrics.throughput.Set(0)
 		e.yieldTo(ctx, nil, nil, false, 0, now)
 		w.foreign = nil
-		return false, len(w.ended) == 0
+		return 0, len(w.ended) == 0
 	}
 	ingests, err := e.content.Ingests(ctx)
 	if err == nil {
@@ -107,6 +115,7 @@ func (e *Engine) watchOnce(ctx context.Context, w *watcher) (resolving, idle boo
 		w.foreign = f
 	}
 	var rate float64
+	resolving := false
 	for _, j := range jobs {
 		t := tracks[j]
 		if t == nil {
@@ -136,6 +145,12 @@ func (e *Engine) watchOnce(ctx context.Context, w *watcher) (resolving, idle boo
 		resolving = resolving || (!p.Known && now.Sub(j.startedAt) < resolvingFor)
 	}
 	e.metrics.throughput.Set(rate)
+	if resolving {
+		poll = resolvingPoll
+	}
+	if e.checkUnpack(ctx, w, jobs) {
+		poll = unpackPoll
+	}
 	mine := w.mine()
 	e.mu.Lock()
 	e.mine = mine
@@ -143,7 +158,7 @@ func (e *Engine) watchOnce(ctx context.Context, w *watcher) (resolving, idle boo
 	if err != nil {
 		e.logger().V(1).Info("Reading the runtime's content store failed; pull progress not updated", "error", err.Error())
 	}
-	return resolving, false
+	return poll, false
 }
 
 // closeTracks drops the tracks of pulls no longer running (what they

@@ -1,0 +1,148 @@
+package criclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	snapshotsapi "github.com/containerd/containerd/api/services/snapshots/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// A pull's layers are unpacked into snapshots; CRI reports none of it,
+// and the image filesystem's level says how much the disk took, not for
+// which pull. containerd's snapshots API, served on the CRI socket, lists
+// the active snapshots a pull unpacks into, keyed "extract-<unique>
+// <chain ID>" by containerd 1.6, 1.7 and 2.x alike, and measures what
+// each takes so far (Usage: on overlayfs, a walk of its upper directory).
+// Snapshots reads that API; it changes nothing. CRI-O and cri-dockerd
+// offer no such view.
+
+// ErrNoSnapshotView says the runtime offers no view of what its pulls
+// unpack.
+var ErrNoSnapshotView = errors.New("the container runtime offers no view of its pulls' unpacking")
+
+// unpackKeyPrefix begins the key of a snapshot a pull unpacks a layer into.
+const unpackKeyPrefix = "extract-"
+
+// snapshotterDirPrefix begins the directory of a snapshotter under
+// containerd's root, which the CRI plugin reports as the image
+// filesystem: its name follows.
+const snapshotterDirPrefix = "io.containerd.snapshotter.v1."
+
+// Snapshots reads containerd's snapshots of the CRI plugin's snapshotter.
+// It is safe for concurrent use.
+type Snapshots struct {
+	client      snapshotsapi.SnapshotsClient
+	snapshotter string
+	timeout     time.Duration
+}
+
+// Snapshots returns the runtime's snapshots view when it has one this
+// client can read, or an error wrapping ErrNoSnapshotView that says why
+// not. The snapshotter is the one whose directory the runtime reports as
+// its image filesystem.
+func (c *Client) Snapshots(ctx context.Context) (*Snapshots, error) {
+	if err := c.containerdOnly(ErrNoSnapshotView); err != nil {
+		return nil, err
+	}
+	info, err := c.ImageFsInfo(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNoSnapshotView, err)
+	}
+	name := ""
+	for _, fs := range info.GetImageFilesystems() {
+		if base := path.Base(fs.GetFsId().GetMountpoint()); strings.HasPrefix(base, snapshotterDirPrefix) {
+			name = strings.TrimPrefix(base, snapshotterDirPrefix)
+		}
+	}
+	if name == "" {
+		return nil, fmt.Errorf("%w: containerd on %s reports no snapshotter's directory as its image filesystem", ErrNoSnapshotView, c.endpoint)
+	}
+	s := newSnapshots(c.conn, name, c.timeout)
+	if _, err := s.Unpacked(ctx, nil); err != nil {
+		return nil, fmt.Errorf("%w: containerd's snapshots API on %s: %w", ErrNoSnapshotView, c.endpoint, err)
+	}
+	return s, nil
+}
+
+func newSnapshots(conn grpc.ClientConnInterface, snapshotter string, timeout time.Duration) *Snapshots {
+	return &Snapshots{client: snapshotsapi.NewSnapshotsClient(conn), snapshotter: snapshotter, timeout: timeout}
+}
+
+// Snapshotter names the snapshotter read.
+func (s *Snapshots) Snapshotter() string { return s.snapshotter }
+
+func (s *Snapshots) call(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx = metadata.AppendToOutgoingContext(ctx, namespaceHeader, criNamespace)
+	return context.WithTimeout(ctx, s.timeout)
+}
+
+// Unpacked is how many bytes the snapshots being unpacked for the layers
+// of chainIDs take so far: a lower bound of what those layers unpack to.
+// A snapshot that goes while it is measured counts for nothing.
+func (s *Snapshots) Unpacked(ctx context.Context, chainIDs []string) (int64, error) {
+	keys, err := s.unpacking(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, k := range keys {
+		if _, chain, _ := strings.Cut(k, " "); !slices.Contains(chainIDs, chain) {
+			continue
+		}
+		size, err := s.usage(ctx, k)
+		if err != nil {
+			return 0, err
+		}
+		n += size
+	}
+	return n, nil
+}
+
+// unpacking lists the keys of the active snapshots pulls unpack into.
+func (s *Snapshots) unpacking(ctx context.Context) ([]string, error) {
+	ctx, cancel := s.call(ctx)
+	defer cancel()
+	stream, err := s.client.List(ctx, &snapshotsapi.ListSnapshotsRequest{Snapshotter: s.snapshotter, Filters: []string{"kind==active"}})
+	if err != nil {
+		return nil, fmt.Errorf("listing the active snapshots: %w", err)
+	}
+	var out []string
+	for {
+		resp, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("listing the active snapshots: %w", err)
+		}
+		for _, info := range resp.GetInfo() {
+			if strings.HasPrefix(info.GetName(), unpackKeyPrefix) {
+				out = append(out, info.GetName())
+			}
+		}
+	}
+}
+
+// usage is what snapshot key takes; 0 when it is gone.
+func (s *Snapshots) usage(ctx context.Context, key string) (int64, error) {
+	ctx, cancel := s.call(ctx)
+	defer cancel()
+	resp, err := s.client.Usage(ctx, &snapshotsapi.UsageRequest{Snapshotter: s.snapshotter, Key: key})
+	if status.Code(err) == codes.NotFound {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("measuring snapshot %q: %w", key, err)
+	}
+	return resp.GetSize(), nil
+}
