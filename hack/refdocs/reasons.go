@@ -47,7 +47,7 @@ func writeReasons(w *bytes.Buffer, root string) error {
 			values[c.Ident] = c
 		}
 	}
-	words := wordsOf(values)
+	words := vocabulary.Replacer(groups, func(v string) string { return "`" + v + "`" })
 	header(w, "Conditions, reasons and events", "For anyone who reads an ImageWarm's or NodeWarm's conditions, matches reasons in alerts or scripts, or reads `kubectl events`: every condition type and reason warmer sets, and the events the agent records.",
 		conditionsFile+"'s constants and the agent's event constructors ("+eventsDir+")")
 	w.WriteString("\n## Conditions and reasons\n\nA value never changes once released.\n\n")
@@ -105,18 +105,6 @@ func meaning(c constDoc) string {
 }
 
 func oneLine(s string) string { return vocabulary.OneLine(s) }
-
-// wordsOf replaces the Go names in docs with the values users see.
-func wordsOf(values map[string]constDoc) *strings.Replacer {
-	idents := slices.Collect(mapKeys(values))
-	// Longest first: ReasonTaintRemovedElsewhere before ReasonTaintRemoved.
-	slices.SortFunc(idents, func(a, b string) int { return len(b) - len(a) })
-	var pairs []string
-	for _, id := range idents {
-		pairs = append(pairs, id, "`"+values[id].Value+"`")
-	}
-	return strings.NewReplacer(pairs...)
-}
 
 // parseConsts reads the Condition and Reason constants of a file, grouped
 // by declaration, with their doc comments.

@@ -14,6 +14,7 @@ import (
 	"go/parser"
 	"go/token"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -106,3 +107,19 @@ func constOf(vs *ast.ValueSpec, gd *ast.GenDecl) (Const, error) {
 // Named reports whether a constant's Go name makes it part of the
 // vocabulary (Condition... or Reason...).
 func Named(ident string) bool { return exported.MatchString(ident) }
+
+// Replacer replaces the Go names of the constants in docs with the
+// values users see, each passed through wrap (e.g. to quote it).
+func Replacer(groups []Group, wrap func(string) string) *strings.Replacer {
+	var consts []Const
+	for _, g := range groups {
+		consts = append(consts, g.Consts...)
+	}
+	// Longest first: ReasonTaintRemovedElsewhere before ReasonTaintRemoved.
+	slices.SortStableFunc(consts, func(a, b Const) int { return len(b.Ident) - len(a.Ident) })
+	pairs := make([]string, 0, 2*len(consts))
+	for _, c := range consts {
+		pairs = append(pairs, c.Ident, wrap(c.Value))
+	}
+	return strings.NewReplacer(pairs...)
+}
