@@ -273,7 +273,7 @@ var clusterScoped = []struct {
 	{schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"},
 		[]string{"imagewarms.warmer.dev", "nodewarms.warmer.dev", "rolloutbounds.warmer.dev"}},
 	{schema.GroupVersionKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole"},
-		[]string{"warmer-agent", "warmer-agent-kubelet-stats", "warmer-agent-startup-taint", "warmer-controller", "warmer-controller-images-from", "warmer-controller-pull-secrets"}},
+		[]string{"warmer-agent", "warmer-agent-kubelet-stats", "warmer-agent-startup-taint", "warmer-controller", "warmer-controller-images-from", "warmer-controller-pull-secrets", "warmer-viewer"}},
 	{schema.GroupVersionKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRoleBinding"},
 		[]string{"warmer-agent", "warmer-agent-kubelet-stats", "warmer-agent-startup-taint", "warmer-controller", "warmer-controller-images-from"}},
 	{schema.GroupVersionKind{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingAdmissionPolicy"},

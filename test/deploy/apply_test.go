@@ -23,6 +23,7 @@ var defaultObjects = []string{
 	"ClusterRole/warmer-controller",
 	"ClusterRole/warmer-controller-images-from",
 	"ClusterRole/warmer-controller-pull-secrets",
+	"ClusterRole/warmer-viewer",
 	"ClusterRoleBinding/warmer-agent",
 	"ClusterRoleBinding/warmer-agent-kubelet-stats",
 	"ClusterRoleBinding/warmer-agent-startup-taint",
