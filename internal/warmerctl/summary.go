@@ -19,7 +19,7 @@ const (
 	PhasePulling   Phase = "Pulling"
 	PhaseYielding  Phase = "Yielding"
 	PhaseQueued    Phase = "Queued"
-	PhaseWaiting   Phase = "WaitingForRollout"
+	PhaseWaiting   Phase = "Waiting"
 	PhaseSuspended Phase = "Suspended"
 	PhaseReady     Phase = "Ready"
 )

@@ -85,7 +85,7 @@ func specFindings(s Summary) []Finding {
 	}
 	if s.Nodes.NotReporting > 0 {
 		out = append(out, Finding{Reason: warmv1.ReasonNotReporting, Nodes: silentNames(s.Silent),
-			Summary: fmt.Sprintf("%s not reporting: no agent report on this spec, or the agent is not Ready", count(int(s.Nodes.NotReporting), "node"))})
+			Summary: fmt.Sprintf("Not reporting: %s without an agent report on this spec, or with an agent not Ready", count(int(s.Nodes.NotReporting), "node"))})
 	}
 	if c := condition(s.Conditions, warmv1.ConditionRollout); c != nil && c.Status == metav1.ConditionFalse {
 		f := Finding{Reason: c.Reason, Message: c.Message, Summary: "The rollout holds nodes back: " + c.Reason}
@@ -96,7 +96,7 @@ func specFindings(s Summary) []Finding {
 	}
 	if s.Nodes.Unlisted > 0 {
 		out = append(out, Finding{Reason: warmv1.ReasonImagesNotListed,
-			Summary: fmt.Sprintf("%s left some of its images out of their report", count(int(s.Nodes.Unlisted), "node"))})
+			Summary: fmt.Sprintf("Unlisted: %s left some of its images out of their report", count(int(s.Nodes.Unlisted), "node"))})
 	}
 	return out
 }
@@ -115,19 +115,19 @@ func nodeFindings(s Summary) []Finding {
 	var out []Finding
 	if len(full) > 0 {
 		out = append(out, Finding{Reason: warmv1.ReasonAboveThreshold, Nodes: firstFew(full),
-			Summary: fmt.Sprintf("%s hold pulls back: the image filesystem is too full", count(len(full), "node"))})
+			Summary: fmt.Sprintf("Image filesystem too full, pulls held back, on %s", count(len(full), "node"))})
 	}
 	if n := byPhase[PhaseYielding]; len(n) > 0 {
 		out = append(out, Finding{Reason: warmv1.ReasonRuntimePulling, Nodes: firstFew(n),
-			Summary: fmt.Sprintf("%s yielding to pulls the runtime makes for someone else (the kubelet)", count(len(n), "node"))})
+			Summary: fmt.Sprintf("Yielding to pulls the runtime makes for someone else (the kubelet) on %s", count(len(n), "node"))})
 	}
 	if n := byPhase[PhaseWaiting]; len(n) > 0 {
 		out = append(out, Finding{Reason: warmv1.ReasonWaitingForRollout, Nodes: firstFew(n),
-			Summary: fmt.Sprintf("%s waiting for their rollout wave", count(len(n), "node"))})
+			Summary: fmt.Sprintf("Waiting for a rollout wave: %s", count(len(n), "node"))})
 	}
 	if n := append(byPhase[PhasePulling], byPhase[PhaseQueued]...); len(n) > 0 {
 		f := Finding{Reason: warmv1.ReasonPulling, Nodes: firstFew(n),
-			Summary: fmt.Sprintf("%s still pulling or queued", count(len(n), "node"))}
+			Summary: fmt.Sprintf("Still pulling or queued: %s", count(len(n), "node"))}
 		if s.Bytes.Total > 0 {
 			f.Summary += fmt.Sprintf(": %s", bytesLine(s.Bytes, s.SecondsLeft))
 		}
