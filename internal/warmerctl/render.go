@@ -47,7 +47,11 @@ func RenderStatus(w io.Writer, s Summary, sc Screen) error {
 	if n := s.Nodes.NotReporting; n > 0 {
 		tail = append(tail, fmt.Sprintf("not reporting: %s: %s", count(int(n), "node"), nodeList(silentNames(s.Silent))))
 	}
-	rows := nodeRows(s, sc, sc.Lines-len(head)-len(tail)-1)
+	room := sc.Lines - len(head) - len(tail)
+	if len(tail) > 0 {
+		room-- // the blank line before the tail
+	}
+	rows := nodeRows(s, sc, room)
 	out := append(head, rows...)
 	if len(tail) > 0 {
 		out = append(out, "")
@@ -116,7 +120,7 @@ func restLine(rest []NodeProgress) string {
 			parts = append(parts, fmt.Sprintf("%d %s", c, strings.ToLower(string(p))))
 		}
 	}
-	line := fmt.Sprintf("... and %s more: %s", count(len(rest), "node"), strings.Join(parts, ", "))
+	line := fmt.Sprintf("... and %d more nodes: %s", len(rest), strings.Join(parts, ", "))
 	if b.Total > 0 {
 		line += fmt.Sprintf("; %s left", bytesize.IEC(b.Left()))
 	}

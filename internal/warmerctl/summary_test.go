@@ -77,7 +77,7 @@ func TestStatusFitsTheScreen(t *testing.T) {
 		if len(out) > lines {
 			t.Errorf("%d lines for a screen of %d:\n%s", len(out), lines, b.String())
 		}
-		if !strings.Contains(out[3], "node-4999") || !strings.Contains(out[len(out)-1], "more: ") {
+		if !strings.Contains(out[3], "node-4999") || !strings.Contains(out[len(out)-1], "more nodes: ") {
 			t.Errorf("want the slowest node first and the rest summed up last:\n%s", b.String())
 		}
 	}

@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -36,14 +37,22 @@ func cond(typ string, status metav1.ConditionStatus, reason, msg string) metav1.
 // controller or an agent would.
 func createWithStatus(t testing.TB, c client.Client, o client.Object, setStatus func()) {
 	t.Helper()
+	if err := writeWithStatus(c, o, setStatus); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeWithStatus is createWithStatus for any goroutine.
+func writeWithStatus(c client.Client, o client.Object, setStatus func()) error {
 	ctx := context.Background()
 	if err := c.Create(ctx, o); err != nil {
-		t.Fatalf("creating %s: %v", o.GetName(), err)
+		return fmt.Errorf("creating %s: %w", o.GetName(), err)
 	}
 	setStatus()
 	if err := c.Status().Update(ctx, o); err != nil {
-		t.Fatalf("writing the status of %s: %v", o.GetName(), err)
+		return fmt.Errorf("writing the status of %s: %w", o.GetName(), err)
 	}
+	return nil
 }
 
 // createFixture makes ImageWarm shop/web in the middle of a warm over

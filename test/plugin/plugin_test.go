@@ -32,7 +32,7 @@ const viewer = "alice"
 
 // grantViewer creates config/rbac's warmer-viewer ClusterRole as shipped
 // and binds it to user.
-func grantViewer(t *testing.T, cp *testbed.ControlPlane, user string) {
+func grantViewer(t testing.TB, cp *testbed.ControlPlane, user string) {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(testbed.RepoRoot(t), "config", "rbac", "viewer_role.yaml"))
 	if err != nil {
