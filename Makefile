@@ -122,6 +122,7 @@ bench: testbed ## Benchmarks (docs/performance.md): time to warm, engine vs CRI,
 		go test -p 1 -run '^$$' -bench 'BenchmarkWarm|BenchmarkTimeToWarm|BenchmarkKubeletBesideWarm$(BENCH_REAL_NODE)' -benchtime $(BENCH_ROUNDS)x -timeout 60m ./pkg/pullengine ./test/perf; \
 		go test -run '^$$' -bench 'BenchmarkScale|BenchmarkFailingFleet|BenchmarkAgentFootprint' -benchtime 1x -timeout 90m ./test/perf; \
 		go test -p 1 -run '^$$' -bench 'BenchmarkPresence2000|BenchmarkAggregate1000|BenchmarkDesired1000|BenchmarkImageWarmStatusSize|BenchmarkNodeWarmSize' -benchmem ./pkg/pullengine ./controllers/imagewarm ./controllers/agent/plan; \
+		go test -run '^$$' -bench 'BenchmarkStatusFleet' -benchtime 5x ./test/plugin; \
 	} 2>&1 | go run ./test/perf/benchtable
 
 .PHONY: fuzz

@@ -49,6 +49,8 @@ type Summary struct {
 	Working []NodeProgress `json:"working,omitempty"`
 	// Failures group the failing images by reason.
 	Failures []FailureGroup `json:"failures,omitempty"`
+	// PullSecrets are the secrets the spec names, by name.
+	PullSecrets []string `json:"pullSecrets,omitempty"`
 	// Warm counts the reporting nodes that have every image.
 	Warm int `json:"warm"`
 }
@@ -104,6 +106,9 @@ func Summarise(iw *warmv1.ImageWarm, nodeWarms []warmv1.NodeWarm) Summary {
 		Images:  st.ImageCount, ReadyImages: st.ReadyImages, Nodes: st.Nodes,
 		ServedStarts: st.ServedStarts, Rollout: st.Rollout, Conditions: st.Conditions,
 		Silent: st.SilentNodes, Unresolved: st.Images,
+	}
+	for _, ps := range iw.Spec.ImagePullSecrets {
+		s.PullSecrets = append(s.PullSecrets, ps.Name)
 	}
 	if c := meta.FindStatusCondition(st.Conditions, warmv1.ConditionReady); c != nil {
 		s.Ready = c.Status == metav1.ConditionTrue && s.Current

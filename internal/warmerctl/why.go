@@ -52,6 +52,11 @@ func Explain(s Summary) Why {
 	for _, g := range s.Failures {
 		add(Finding{Reason: g.Reason, Nodes: g.Nodes, Message: g.Message,
 			Summary: fmt.Sprintf("%s on %s: %s", g.Reason, count(len(g.Nodes), "node"), strings.Join(g.Images, ", ")) + retrying(g)})
+		if g.Reason == warmv1.ReasonUnauthorized && len(s.PullSecrets) > 0 {
+			f := &w.Findings[len(w.Findings)-1]
+			f.Action += fmt.Sprintf(" This ImageWarm names the pull secrets %s: an %s event on it (kubectl events -n %s --for imagewarm/%s) says when one cannot be used.",
+				strings.Join(s.PullSecrets, ", "), warmv1.ReasonInvalidPullSecret, s.Namespace, s.Name)
+		}
 	}
 	for _, f := range nodeFindings(s) {
 		add(f)

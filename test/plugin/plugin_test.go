@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/yaml"
@@ -48,7 +49,8 @@ func grantViewer(t testing.TB, cp *testbed.ControlPlane, user string) {
 		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: user}},
 	}
 	ctx := context.Background()
-	if err := cp.Client.Create(ctx, role); err != nil {
+	// A fleet applies all of config/rbac itself (InstallIdentity).
+	if err := cp.Client.Create(ctx, role); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	if err := cp.Client.Create(ctx, binding); err != nil {
