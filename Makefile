@@ -163,6 +163,8 @@ SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 
 # The platforms `make image` and `make push` build.
 IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
+# Where kubectl-warmer is built for: where people run kubectl.
+PLUGIN_PLATFORMS ?= linux/amd64,linux/arm64,darwin/amd64,darwin/arm64,windows/amd64
 
 .PHONY: image
 image: ## Build the image IMG for linux/amd64 and linux/arm64 without Docker, reproducibly, as an OCI tarball (IMAGE_TAR).
@@ -200,9 +202,9 @@ set-release: ## Set the version config/default and the chart install by default 
 DIST ?= dist
 
 .PHONY: release
-release: ## Write DIST (VERSION=vX.Y.Z): install.yaml and the Helm chart pinning REGISTRY/warmer by digest, the image index (OCI tarball), SBOMs, SHA256SUMS; reproducible from the commit.
+release: ## Write DIST (VERSION=vX.Y.Z): install.yaml and the Helm chart pinning REGISTRY/warmer by digest, the image index (OCI tarball), SBOMs, kubectl-warmer per platform with its krew manifest, SHA256SUMS; reproducible from the commit.
 	rm -rf $(DIST)
-	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) go run ./hack/release build --version $(VERSION) --registry $(REGISTRY) --dist $(DIST) --platforms $(IMAGE_PLATFORMS)
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) go run ./hack/release build --version $(VERSION) --registry $(REGISTRY) --dist $(DIST) --platforms $(IMAGE_PLATFORMS) --plugin-platforms $(PLUGIN_PLATFORMS)
 
 .PHONY: publish
 publish: ## Push what make release wrote (VERSION, REGISTRY as given to it): the image index to REGISTRY/warmer:VERSION, the chart to oci://REGISTRY/charts.

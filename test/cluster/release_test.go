@@ -145,7 +145,7 @@ func testReleaseHelm(t *testing.T, registry string, current releaseArtifacts, wa
 func makeRelease(t *testing.T, version, registry string) releaseArtifacts {
 	t.Helper()
 	dist := filepath.Join(t.TempDir(), "dist")
-	args := []string{"VERSION=" + version, "REGISTRY=" + registry, "DIST=" + dist, "IMAGE_PLATFORMS=linux/" + goruntime.GOARCH}
+	args := []string{"VERSION=" + version, "REGISTRY=" + registry, "DIST=" + dist, "IMAGE_PLATFORMS=linux/" + goruntime.GOARCH, "PLUGIN_PLATFORMS=linux/" + goruntime.GOARCH}
 	runMake(t, append([]string{"release"}, args...)...)
 	runMake(t, append([]string{"publish"}, args...)...)
 	install, err := os.ReadFile(filepath.Join(dist, "install.yaml"))
