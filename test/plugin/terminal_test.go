@@ -19,8 +19,8 @@ import (
 )
 
 // The slowed warm the terminal follows: one node pulling two
-// images of 8 MB over one link of 1 MB/s, about 16 s,
-// with the agents writing bytes every second.
+// images of 8 MB over one link of 1 MB/s, about 16 s: under the 30 s
+// --pull-progress-interval that once made such a pull show no movement.
 const (
 	linkRate   = 1 << 20
 	liveImages = 2
@@ -45,8 +45,9 @@ func TestLiveInTmux(t *testing.T) {
 		img := reg.PushRandom(t, fmt.Sprintf("live/app%d:v1", i), testbed.ImageOptions{LayerSize: liveSize})
 		refs = append(refs, strings.Replace(img.Ref, reg.Host, link.Host, 1))
 	}
-	agent := testbed.DefaultAgent.With("--pull-progress-interval=1s")
-	f := testbed.StartFleet(t, map[string]map[string]string{"node-live": nil}, testbed.FleetOptions{Agent: &agent})
+	// The agent's default --pull-progress-interval (30 s): one node pulling
+	// fleet-wide writes its bytes every 2 s all the same (plan.BytesPace).
+	f := testbed.StartFleet(t, map[string]map[string]string{"node-live": nil}, testbed.FleetOptions{})
 	grantViewer(t, f.CP, viewer)
 	f.Create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "live"}})
 	f.Create(t, build.ImageWarm("live", "app", build.Images(refs...)))
