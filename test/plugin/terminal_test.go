@@ -51,10 +51,16 @@ func TestLiveInTmux(t *testing.T) {
 	grantViewer(t, f.CP, viewer)
 	f.Create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "live"}})
 	f.Create(t, build.ImageWarm("live", "app", build.Images(refs...)))
-	tm := startTmux(t, fmt.Sprintf("%s status app -n live --watch --timeout=3m --kubeconfig %s --as %s; echo EXIT=$?; sleep 600",
-		bin, f.CP.Kubeconfig, viewer))
-	frames := tm.follow(t, 3*time.Minute, "EXIT=")
+	// After the watch, the same terminal under NO_COLOR: plain text, no
+	// live view.
+	args := fmt.Sprintf("status app -n live --kubeconfig %s --as %s", f.CP.Kubeconfig, viewer)
+	tm := startTmux(t, fmt.Sprintf("%s %s --watch --timeout=3m; echo EXIT=$?; NO_COLOR=1 %s %s; echo PLAIN=$?; sleep 600",
+		bin, args, bin, args))
+	frames := tm.follow(t, 3*time.Minute, "PLAIN=")
 	last := frames[len(frames)-1]
+	if !strings.Contains(last, "PLAIN=0") || !strings.Contains(last, "[##############################] 1 of 1 nodes warm") {
+		t.Errorf("under NO_COLOR, want the plain bar and exit 0; last frame:\n%s", last)
+	}
 	t.Logf("%d distinct frames; the last:\n%s", len(frames), last)
 	if !strings.Contains(last, "EXIT=0") || !strings.Contains(last, "live/app: Ready") {
 		t.Fatalf("want Ready and exit 0 at the end; last frame:\n%s", last)
