@@ -131,13 +131,13 @@ func Summarise(iw *warmv1.ImageWarm, nodeWarms []warmv1.NodeWarm) Summary {
 		}
 		s.Working = append(s.Working, n)
 	}
-	if s.Ready && s.Nodes.Pulling == 0 && s.Nodes.Failed == 0 {
-		// The controller folded newer reports than a watch may have
-		// brought yet: no node is working.
-		s.Working, s.Bytes, s.SecondsLeft = nil, Bytes{}, nil
-	}
 	slices.SortFunc(s.Working, slowestFirst)
 	s.Failures = sortedGroups(failures)
+	if s.Ready && s.Nodes.Pulling == 0 && s.Nodes.Failed == 0 {
+		// The controller folded newer reports than a watch may have
+		// brought yet: no node is working or failing.
+		s.Working, s.Bytes, s.SecondsLeft, s.Failures = nil, Bytes{}, nil, nil
+	}
 	return s
 }
 
