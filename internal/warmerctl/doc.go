@@ -12,7 +12,8 @@
 //     reasons' documented words (api/v1alpha1's conditions.go, read
 //     through internal/vocabulary);
 //   - node.go: what one node holds for whom;
-//   - render.go, bars.go, live.go: plain text (no colour or cursor
-//     movement), the bars, and the live terminal view (bubbletea);
+//   - render.go, render_why.go, render_node.go, bars.go, live.go: each
+//     verb's text (no colour or cursor movement), the bars (bubbles), and
+//     the live terminal view of status --watch (bubbletea);
 //   - command.go, status.go: the cobra commands and their flags.
 package warmerctl
