@@ -122,6 +122,7 @@ bench: testbed ## Benchmarks (docs/performance.md): time to warm, engine vs CRI,
 		go test -p 1 -run '^$$' -bench 'BenchmarkWarm|BenchmarkTimeToWarm|BenchmarkKubeletBesideWarm$(BENCH_REAL_NODE)' -benchtime $(BENCH_ROUNDS)x -timeout 60m ./pkg/pullengine ./test/perf; \
 		go test -run '^$$' -bench 'BenchmarkScale|BenchmarkFailingFleet|BenchmarkAgentFootprint' -benchtime 1x -timeout 90m ./test/perf; \
 		go test -p 1 -run '^$$' -bench 'BenchmarkPresence2000|BenchmarkAggregate1000|BenchmarkDesired1000|BenchmarkImageWarmStatusSize|BenchmarkNodeWarmSize' -benchmem ./pkg/pullengine ./controllers/imagewarm ./controllers/agent/plan; \
+		go test -run '^$$' -bench 'BenchmarkStatusFleet' -benchtime 5x ./test/plugin; \
 	} 2>&1 | go run ./test/perf/benchtable
 
 .PHONY: fuzz
@@ -162,6 +163,8 @@ SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 
 # The platforms `make image` and `make push` build.
 IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
+# Where kubectl-warmer is built for: where people run kubectl.
+PLUGIN_PLATFORMS ?= linux/amd64,linux/arm64,darwin/amd64,darwin/arm64,windows/amd64
 
 .PHONY: image
 image: ## Build the image IMG for linux/amd64 and linux/arm64 without Docker, reproducibly, as an OCI tarball (IMAGE_TAR).
@@ -199,9 +202,9 @@ set-release: ## Set the version config/default and the chart install by default 
 DIST ?= dist
 
 .PHONY: release
-release: ## Write DIST (VERSION=vX.Y.Z): install.yaml and the Helm chart pinning REGISTRY/warmer by digest, the image index (OCI tarball), SBOMs, SHA256SUMS; reproducible from the commit.
+release: ## Write DIST (VERSION=vX.Y.Z): install.yaml and the Helm chart pinning REGISTRY/warmer by digest, the image index (OCI tarball), SBOMs, kubectl-warmer per platform with its krew manifest, SHA256SUMS; reproducible from the commit.
 	rm -rf $(DIST)
-	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) go run ./hack/release build --version $(VERSION) --registry $(REGISTRY) --dist $(DIST) --platforms $(IMAGE_PLATFORMS)
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) go run ./hack/release build --version $(VERSION) --registry $(REGISTRY) --dist $(DIST) --platforms $(IMAGE_PLATFORMS) --plugin-platforms $(PLUGIN_PLATFORMS)
 
 .PHONY: publish
 publish: ## Push what make release wrote (VERSION, REGISTRY as given to it): the image index to REGISTRY/warmer:VERSION, the chart to oci://REGISTRY/charts.

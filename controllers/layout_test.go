@@ -20,7 +20,8 @@ func matches(dep, pattern string) bool {
 // TestImportRules holds the layout's rules (docs/design.md, Code layout):
 // the planner decides without an API client, a clock or a container
 // runtime; the ImageWarm controller and the pull-secret copier need
-// neither the agent nor the pull engine; the pull engine and the CRI client hold no Kubernetes API types.
+// neither the agent nor the pull engine; the pull engine and the CRI client hold no Kubernetes API types;
+// kubectl warmer reads the API alone, and the node binary has none of it.
 // The compiler would accept a break of any; this test does not.
 func TestImportRules(t *testing.T) {
 	rules := []struct {
@@ -36,6 +37,10 @@ func TestImportRules(t *testing.T) {
 		{"pkg/pullengine", []string{module + "api/...", module + "controllers/...", "sigs.k8s.io/controller-runtime/...",
 			"k8s.io/api/...", "k8s.io/apimachinery/..."}},
 		{"pkg/criclient", []string{module + "api/...", "sigs.k8s.io/controller-runtime/...", "k8s.io/api/...", "k8s.io/apimachinery/..."}},
+		// kubectl warmer only reads the API; the node binary carries none
+		// of the plugin's terminal and kubeconfig libraries.
+		{"internal/warmerctl", []string{module + "controllers/...", module + "pkg/pullengine/...", module + "pkg/criclient/..."}},
+		{"cmd/warmer", []string{module + "internal/warmerctl", "github.com/charmbracelet/...", "k8s.io/cli-runtime/..."}},
 	}
 	for _, r := range rules {
 		out, err := exec.Command("go", "list", "-deps", module+r.pkg).Output()

@@ -6,7 +6,8 @@
 # for the CRI-O node (test/crio, hack/install-crio.sh), from the
 # distribution's packages; and a C compiler with libc's headers, which
 # go test -race needs (cgo) for the test binaries and for the warmer binary
-# the tests build with -race. Skips what is already installed.
+# the tests build with -race; and tmux, the real terminal kubectl warmer's
+# live view is read in (test/plugin). Skips what is already installed.
 set -euo pipefail
 
 missing=()
@@ -19,6 +20,7 @@ command -v conmon >/dev/null || missing+=(conmon)
 command -v iptables >/dev/null || missing+=(iptables)
 command -v conntrack >/dev/null || missing+=(conntrack)
 command -v gcc >/dev/null || missing+=(gcc)
+command -v tmux >/dev/null || missing+=(tmux)
 [ -e /usr/include/stdlib.h ] || missing+=(libc6-dev)
 [ ${#missing[@]} -eq 0 ] && exit 0
 

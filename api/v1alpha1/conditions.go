@@ -32,16 +32,26 @@ const (
 	// ReasonAllNodesWarm: every matching node has every image.
 	ReasonAllNodesWarm = "AllNodesWarm"
 	// ReasonNoMatchingNodes: the nodeSelector matches no node.
+	// What to do: check spec.nodeSelector against the nodes' labels (kubectl
+	// get nodes --show-labels); control-plane nodes need a selector naming
+	// their role.
 	ReasonNoMatchingNodes = "NoMatchingNodes"
 	// ReasonPulling: some matching node is still pulling or waiting to pull
 	// an image. Also the agent's event when a pull starts.
+	// What to do: wait; kubectl warmer status NAME --watch follows it.
 	ReasonPulling = "Pulling"
 	// ReasonNodesFailed: some matching node failed to pull an image.
+	// What to do: kubectl warmer why NAME names each failing node's reason
+	// and what to do.
 	ReasonNodesFailed = "NodesFailed"
 	// ReasonNotReporting: some matching node's agent has not reported on
 	// the current generation of the spec.
+	// What to do: check that an agent Pod runs and is Ready on those nodes
+	// (kubectl -n warmer-system get pods -o wide) and read its log; a node
+	// without one is outside the DaemonSet's nodeSelector or tolerations.
 	ReasonNotReporting = "NotReporting"
 	// ReasonSuspended: spec.suspend is set.
+	// What to do: set spec.suspend to false to warm again.
 	ReasonSuspended = "Suspended"
 	// ReasonPullFailed: Degraded, some matching node failed to pull an
 	// image.
@@ -53,9 +63,12 @@ const (
 	ReasonMinReadyNodesMet = "MinReadyNodesMet"
 	// ReasonNoSupportedNodes: every matching node lacks the platform of
 	// some image.
+	// What to do: build the images for the nodes' OS and architecture, or
+	// select nodes of a platform they have.
 	ReasonNoSupportedNodes = "NoSupportedNodes"
 	// ReasonTooFewNodes: minReadyNodes asks for more nodes than can hold
 	// the images.
+	// What to do: lower spec.readiness.minReadyNodes or select more nodes.
 	ReasonTooFewNodes = "TooFewNodes"
 )
 
@@ -83,6 +96,8 @@ const ReasonTooManyImages = "TooManyImages"
 // ImageWarm's images out of its report
 // (status.nodes.unlisted): not a failure, but progress there cannot be
 // seen.
+// What to do: warm fewer images per node, or match fewer ImageWarms to it;
+// the counts still hold.
 const ReasonImagesNotListed = "ImagesNotListed"
 
 // Reasons of the ImageWarm's Rollout condition.
@@ -92,10 +107,16 @@ const (
 	ReasonAllAdmitted = "AllAdmitted"
 	// ReasonCanaryPulling: the canary is pulling; the other nodes wait for
 	// it.
+	// What to do: wait for the canary; its progress is in kubectl warmer
+	// status NAME.
 	ReasonCanaryPulling = "CanaryPulling"
 	// ReasonWaves: nodes wait for a slot under maxPulling.
+	// What to do: wait, or raise spec.rollout.maxPulling to let more nodes
+	// pull at once.
 	ReasonWaves = "Waves"
 	// ReasonCanaryFailed: the canary failed; the rollout stopped.
+	// What to do: fix what the canary's failure names, then change the spec
+	// (or its images) to start a new rollout.
 	ReasonCanaryFailed = "CanaryFailed"
 )
 
@@ -144,6 +165,8 @@ const (
 	ReasonRuntimeAnswering = "RuntimeAnswering"
 	// ReasonRuntimeNotAnswering: the runtime did not answer; the message
 	// says how it failed.
+	// What to do: check the container runtime on the node and the agent's
+	// socket path (--cri-socket).
 	ReasonRuntimeNotAnswering = "RuntimeNotAnswering"
 )
 
@@ -151,11 +174,15 @@ const (
 const (
 	// ReasonAboveThreshold: the image filesystem is fuller than the pull
 	// threshold; no pull starts.
+	// What to do: free space on the node's image filesystem, or raise the
+	// agent's --image-fs-threshold-percent.
 	ReasonAboveThreshold = "AboveThreshold"
 	// ReasonBelowThreshold: the image filesystem is below the threshold.
 	ReasonBelowThreshold = "BelowThreshold"
 	// ReasonLevelUnknown: the image filesystem's level cannot be read;
 	// pulls are not held back.
+	// What to do: let the agent read its kubelet's /stats/summary (the
+	// kubelet's serving certificate); the agent's log says why it cannot.
 	ReasonLevelUnknown = "LevelUnknown"
 )
 
@@ -176,6 +203,8 @@ const (
 // ReasonRuntimePulling is the reason of the NodeWarm's Yielding
 // condition: the runtime writes blobs none of the agent's pulls fetches
 // (the kubelet pulling a starting Pod's image, most likely).
+// What to do: nothing: the warm pulls start once the runtime's own pull
+// ends.
 const ReasonRuntimePulling = "RuntimePulling"
 
 // Reasons of the NodeWarm's PullProgress condition.
@@ -222,13 +251,20 @@ const (
 	ReasonEvicted = "Evicted"
 	// ReasonEvictedRepeatedly is an image's reason in the NodeWarm while
 	// the node keeps removing it and the next pull waits.
+	// What to do: set retention: Pinned, or leave the kubelet's image garbage
+	// collection more room on the node.
 	ReasonEvictedRepeatedly = "EvictedRepeatedly"
 	// ReasonWaitingForRollout is a missing image's reason in the NodeWarm
 	// while no ImageWarm that wants it has admitted the node in its
 	// rollout.
+	// What to do: wait for the node's wave (the ImageWarm's Rollout
+	// condition).
 	ReasonWaitingForRollout = "WaitingForRollout"
 	// ReasonInvalidPullSecret: a pull secret an ImageWarm names is missing
 	// or cannot be read as a docker config.
+	// What to do: create the secret in the ImageWarm's namespace, of type
+	// kubernetes.io/dockerconfigjson, and let warmer read it; the event's
+	// note names the problem.
 	ReasonInvalidPullSecret = "InvalidPullSecret"
 	// ReasonStartupTaintRemoved: the node's startup taint was removed with
 	// its images warm.
@@ -244,37 +280,61 @@ const (
 // tests hold the two lists equal.
 const (
 	// ReasonInvalidImageName: the reference does not parse.
+	// What to do: correct the reference in spec.images, or in the workload
+	// imagesFrom reads.
 	ReasonInvalidImageName = "InvalidImageName"
 	// ReasonRegistryUnavailable: the registry could not be reached, cut the
 	// connection or answered with a server error.
+	// What to do: check that the nodes reach the registry (DNS, firewall,
+	// proxy) and that it is up; the agent retries on its own.
 	ReasonRegistryUnavailable = "RegistryUnavailable"
 	// ReasonRateLimited: the registry answered 429 Too Many Requests.
+	// What to do: wait, authenticate to the registry with a pull secret, use
+	// a mirror, or pull on fewer nodes at once (spec.rollout.maxPulling).
 	ReasonRateLimited = "RateLimited"
 	// ReasonUnauthorized: the registry refused the credentials (or their
 	// absence).
+	// What to do: name a pull secret with access in spec.imagePullSecrets and
+	// lend the namespace's secrets to warmer, or configure the node's
+	// credential provider.
 	ReasonUnauthorized = "Unauthorized"
 	// ReasonNotFound: no such repository, tag or digest.
+	// What to do: check the repository, tag or digest in the registry;
+	// correct the reference.
 	ReasonNotFound = "NotFound"
 	// ReasonNoMatchingPlatform: the image exists, but not for the node's OS
 	// and architecture.
+	// What to do: build the image for the node's OS and architecture, or
+	// select only nodes it has a platform for.
 	ReasonNoMatchingPlatform = "NoMatchingPlatform"
 	// ReasonSignatureValidationFailed: the runtime's signature policy
 	// rejected the image.
+	// What to do: sign the image as the runtime's policy asks, or change the
+	// policy.
 	ReasonSignatureValidationFailed = "SignatureValidationFailed"
 	// ReasonTimeout: the pull timeout (or a runtime deadline) expired.
+	// What to do: raise spec.pullTimeout, or find why the registry is slow.
 	ReasonTimeout = "Timeout"
 	// ReasonStalled: the pull's bytes stopped moving for the agent's
 	// --pull-stall-timeout, and the agent cancelled it.
+	// What to do: check the registry and the network between it and the node;
+	// the agent retries on its own.
 	ReasonStalled = "Stalled"
 	// ReasonDiskPressure: the image filesystem is too full to start a
 	// pull, or the runtime ran out of space.
+	// What to do: free space on the node's image filesystem, or warm fewer or
+	// smaller images there.
 	ReasonDiskPressure = "DiskPressure"
 	// ReasonCredentialProviderFailed: a credential-provider plugin that
 	// matches the image failed, and the registry then refused the pull.
+	// What to do: read the agent's log for the plugin's error and fix the
+	// kubelet's credential provider configuration.
 	ReasonCredentialProviderFailed = "CredentialProviderFailed"
 	// ReasonErrImagePull: any other failure.
+	// What to do: read the message and the agent's log on the node.
 	ReasonErrImagePull = "ErrImagePull"
 	// ReasonCanceled: the pull was no longer wanted.
+	// What to do: nothing: the image is no longer wanted there.
 	ReasonCanceled = "Canceled"
 )
 

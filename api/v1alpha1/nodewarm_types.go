@@ -170,8 +170,9 @@ type NodeImage struct {
 // PullProgress is how far pulls under way have come, in compressed bytes
 // of image configs and layers, as the runtime's content store shows them.
 // Blobs the node held before a pull count as done. It is written at the
-// status pacing: a change of bytes alone waits for the agent's
-// --pull-progress-interval.
+// status pacing: a change of bytes alone waits 2 s while few nodes pull
+// fleet-wide, up to the agent's --pull-progress-interval when hundreds
+// do.
 type PullProgress struct {
 	// bytesDone is how many of bytesTotal the node has.
 	// +required

@@ -86,9 +86,10 @@ type NodeAgent struct {
 	// ProgressInterval is the least time between two NodeWarm writes while
 	// pulls are under way; a settled result is written at once.
 	ProgressInterval time.Duration
-	// PullProgressInterval is the least time between two NodeWarm writes
-	// for which only the bytes of pulls under way moved; 0: such a change
-	// is not written alone.
+	// PullProgressInterval is the slowest pace of NodeWarm writes for
+	// which only the bytes of pulls under way moved, taken when hundreds
+	// of nodes pull (plan.BytesPace: every 2 s when a few do); 0: such a
+	// change is not written alone.
 	PullProgressInterval time.Duration
 	// ServedInterval is the least time between two NodeWarm writes for
 	// which only the counts of starts served warm moved; 0: such a change
@@ -169,6 +170,9 @@ type carried struct {
 	// copyMissing is when each pull secret's copy was first found
 	// missing (secrets.go).
 	copyMissing map[types.NamespacedName]time.Time
+	// fleetPulling is how many nodes pull fleet-wide, from the cached
+	// ImageWarms' status (plan.FleetPulling): the pace of bytes.
+	fleetPulling int64
 }
 
 // Listener is what the engine reports pulls to. It only queues them for
@@ -421,6 +425,7 @@ func (a *NodeAgent) desired(ctx context.Context, node *corev1.Node) (plan.Desire
 	if err != nil {
 		return plan.Desired{}, err
 	}
+	a.carry.fleetPulling = plan.FleetPulling(list.Items)
 	set, bad := a.carry.memo.Desired(a.NodeName, node.Labels, list.Items, bounds)
 	for _, nn := range bad {
 		// The API server's validation should make this impossible.

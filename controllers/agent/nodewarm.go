@@ -136,7 +136,7 @@ func (a *NodeAgent) maybeWrite(ctx context.Context, nw *warmv1.NodeWarm, status 
 // wait (0: nothing to write): when the planner's pacing says so, and when
 // StatusLimiter has a token.
 func (a *NodeAgent) writeDue(status warmv1.NodeWarmStatus, now time.Time) (time.Duration, bool) {
-	wait, due := a.carry.report.pace.Due(status, now, plan.Pacing{Interval: a.ProgressInterval, Bytes: a.PullProgressInterval, Served: a.ServedInterval, Retries: a.RetryInterval})
+	wait, due := a.carry.report.pace.Due(status, now, plan.Pacing{Interval: a.ProgressInterval, Bytes: plan.BytesPace(a.carry.fleetPulling, a.PullProgressInterval), Served: a.ServedInterval, Retries: a.RetryInterval})
 	if wait > 0 {
 		nodeWarmWrites.WithLabelValues("deferred").Inc()
 	}

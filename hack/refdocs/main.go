@@ -3,7 +3,8 @@
 // controller-gen makes of the Go types (config/crd/bases), flags.md from
 // the binary's flag sets, metrics.md from the metrics' definitions (checked
 // against the registries they land in), reasons.md from the constants of
-// api/v1alpha1/conditions.go and the agent's event constructors. `make
+// api/v1alpha1/conditions.go and the agent's event constructors,
+// kubectl-warmer.md from the plugin's commands (internal/warmerctl). `make
 // docs` runs it; `make verify` runs it and fails when a page changed.
 //
 // It is our own small tool rather than a generic CRD documenter (such as
@@ -32,6 +33,7 @@ var pages = []page{
 	{"flags.md", writeFlags},
 	{"metrics.md", writeMetrics},
 	{"reasons.md", writeReasons},
+	{"kubectl-warmer.md", writePlugin},
 }
 
 func main() {

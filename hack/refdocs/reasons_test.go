@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/warmer-dev/warmer/internal/vocabulary"
 )
 
 // TestEveryReasonListed parses every file of api/v1alpha1, not only the
@@ -34,7 +36,7 @@ func TestEveryReasonListed(t *testing.T) {
 			t.Fatal(err)
 		}
 		for name, value := range stringConsts(f) {
-			if !exported.MatchString(name) {
+			if !vocabulary.Named(name) {
 				continue
 			}
 			n++

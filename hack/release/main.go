@@ -38,6 +38,7 @@ func run(args []string) error {
 	fs.StringVar(&opts.Dist, "dist", "dist", "The folder of the release's files.")
 	fs.StringVar(&opts.Kubectl, "kubectl", "kubectl", "The kubectl that renders config/default.")
 	platforms := fs.String("platforms", "linux/amd64,linux/arm64", "Comma-separated platforms of the image.")
+	pluginPlatforms := fs.String("plugin-platforms", "", "Comma-separated platforms of kubectl-warmer; empty: linux, darwin (amd64, arm64) and windows (amd64).")
 	helm := fs.String("helm", "helm", "The helm that pushes the chart (publish).")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -51,6 +52,11 @@ func run(args []string) error {
 	}
 	if opts.Platforms, err = image.ParsePlatforms(*platforms); err != nil {
 		return err
+	}
+	if *pluginPlatforms != "" {
+		if opts.PluginPlatforms, err = image.ParsePlatforms(*pluginPlatforms); err != nil {
+			return err
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()

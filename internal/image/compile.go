@@ -17,15 +17,21 @@ import (
 // builder stage builds it. -buildvcs=false keeps the checkout's state (a
 // dirty tree, a commit) out of the binary, so only the source counts.
 func GoBuildArgs(version, out string) []string {
-	return []string{"build", "-trimpath", "-buildvcs=false",
-		"-ldflags", "-s -w -X main.version=" + version,
-		"-o", out, "./cmd/warmer"}
+	return GoBuildPackageArgs("./cmd/warmer", version, out)
 }
 
-// goEnv is the environment of a cross-compile for p: the caller's, less
+// GoBuildPackageArgs are GoBuildArgs for another command of the module,
+// pkg (kubectl-warmer, which the release ships beside the image).
+func GoBuildPackageArgs(pkg, version, out string) []string {
+	return []string{"build", "-trimpath", "-buildvcs=false",
+		"-ldflags", "-s -w -X main.version=" + version,
+		"-o", out, pkg}
+}
+
+// GoEnv is the environment of a cross-compile for p: the caller's, less
 // what would make the binary depend on the build machine rather than on
 // the source.
-func goEnv(p v1.Platform) []string {
+func GoEnv(p v1.Platform) []string {
 	env := make([]string, 0, len(os.Environ())+6)
 	for _, kv := range os.Environ() {
 		switch strings.SplitN(kv, "=", 2)[0] {
@@ -56,7 +62,7 @@ func compile(ctx context.Context, opts Options, p v1.Platform, dir string) (stri
 	out := filepath.Join(dir, "warmer-"+p.OS+"-"+p.Architecture)
 	cmd := exec.CommandContext(ctx, opts.Go, GoBuildArgs(opts.Version, out)...)
 	cmd.Dir = opts.Dir
-	cmd.Env = goEnv(p)
+	cmd.Env = GoEnv(p)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build for %s: %w\n%s", p, err, b)
 	}

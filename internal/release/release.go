@@ -12,6 +12,9 @@
 //     OCI layout tarball, the digest the other two name;
 //   - warmer-OS-ARCH.cdx.json: a CycloneDX SBOM of each platform's binary
 //     (its Go modules, from the binary's build information);
+//   - kubectl-warmer_OS_ARCH.tar.gz: the kubectl plugin for each platform
+//     people run kubectl on (plugin.go), and warmer-krew.yaml, krew's
+//     manifest naming them with their sha256;
 //   - SHA256SUMS over the files above.
 //
 // The digest is known before anything is pushed, since the index is built
@@ -61,6 +64,8 @@ type Options struct {
 	Dist string
 	// Platforms of the image; nil means image.DefaultPlatforms.
 	Platforms []v1.Platform
+	// PluginPlatforms of kubectl-warmer; nil means PluginPlatforms.
+	PluginPlatforms []v1.Platform
 	// Created is the images' and the archives' time (the commit's).
 	Created time.Time
 	// Kubectl renders config/default (kubectl kustomize); empty: "kubectl".
@@ -95,6 +100,9 @@ func (o Options) check() (Options, error) {
 	if o.Platforms == nil {
 		o.Platforms = image.DefaultPlatforms
 	}
+	if o.PluginPlatforms == nil {
+		o.PluginPlatforms = PluginPlatforms
+	}
 	if o.Kubectl == "" {
 		o.Kubectl = "kubectl"
 	}
@@ -121,6 +129,9 @@ func Build(ctx context.Context, opts Options) (v1.Hash, error) {
 		return v1.Hash{}, err
 	}
 	if err := packageChart(opts, digest); err != nil {
+		return v1.Hash{}, err
+	}
+	if err := buildPlugin(ctx, opts); err != nil {
 		return v1.Hash{}, err
 	}
 	return digest, writeSums(opts.Dist)

@@ -4,15 +4,19 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"sigs.k8s.io/yaml"
 )
 
 func TestCheckRefusesBadInput(t *testing.T) {
@@ -127,4 +131,71 @@ func TestSums(t *testing.T) {
 	if err := checkSums(dist); err == nil || !strings.Contains(err.Error(), "extra") {
 		t.Errorf("added file: %v", err)
 	}
+}
+
+// TestPlugin builds the plugin for this machine's platform: an archive
+// holding the binary and the licence, and a krew manifest whose sha256 is
+// the archive's. (make release builds the other platforms alike.)
+func TestPlugin(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := v1.Platform{OS: runtime.GOOS, Architecture: runtime.GOARCH}
+	opts := Options{Dir: root, Version: "v1.2.3", Dist: t.TempDir(), Created: time.Unix(1700000000, 0), PluginPlatforms: []v1.Platform{host}}
+	if err := buildPlugin(context.Background(), opts); err != nil {
+		t.Fatal(err)
+	}
+	manifest := readFile(t, opts.Dist, KrewFile)
+	var m krewPlugin
+	if err := yaml.UnmarshalStrict(manifest, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Metadata.Name != "warmer" || m.Spec.Version != "v1.2.3" || len(m.Spec.Platforms) != 1 {
+		t.Fatalf("manifest:\n%s", manifest)
+	}
+	p := m.Spec.Platforms[0]
+	file := filepath.Base(p.URI)
+	if p.URI != downloadBase+"v1.2.3/"+PluginArchive(host) || p.Selector.MatchLabels["os"] != host.OS || p.Selector.MatchLabels["arch"] != host.Architecture {
+		t.Errorf("platform entry %+v", p)
+	}
+	if sum, _ := fileSum(filepath.Join(opts.Dist, file)); sum != p.Sha256 {
+		t.Errorf("%s: sha256 %s, manifest says %s", file, sum, p.Sha256)
+	}
+	files := untarGz(t, readFile(t, opts.Dist, file))
+	bin := filepath.Join(t.TempDir(), p.Bin)
+	if err := os.WriteFile(bin, []byte(files[p.Bin]), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(bin, "--version").CombinedOutput(); err != nil || !strings.Contains(string(out), "v1.2.3") {
+		t.Errorf("%s --version: %v\n%s", p.Bin, err, out)
+	}
+	if files["LICENSE"] == "" {
+		t.Error("no LICENSE in the archive")
+	}
+}
+
+// TestArchiveReproducible writes one archive twice: the same bytes.
+func TestArchiveReproducible(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string][]byte{"kubectl-warmer": []byte("bin"), "LICENSE": []byte("text")}
+	var got [][]byte
+	for _, name := range []string{"a.tar.gz", "b.tar.gz"} {
+		if err := writeArchive(filepath.Join(dir, name), time.Unix(1700000000, 0), files); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, readFile(t, dir, name))
+	}
+	if !bytes.Equal(got[0], got[1]) {
+		t.Error("two archives of the same files differ")
+	}
+}
+
+func readFile(t *testing.T, dir, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

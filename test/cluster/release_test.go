@@ -145,7 +145,7 @@ func testReleaseHelm(t *testing.T, registry string, current releaseArtifacts, wa
 func makeRelease(t *testing.T, version, registry string) releaseArtifacts {
 	t.Helper()
 	dist := filepath.Join(t.TempDir(), "dist")
-	args := []string{"VERSION=" + version, "REGISTRY=" + registry, "DIST=" + dist, "IMAGE_PLATFORMS=linux/" + goruntime.GOARCH}
+	args := []string{"VERSION=" + version, "REGISTRY=" + registry, "DIST=" + dist, "IMAGE_PLATFORMS=linux/" + goruntime.GOARCH, "PLUGIN_PLATFORMS=linux/" + goruntime.GOARCH}
 	runMake(t, append([]string{"release"}, args...)...)
 	runMake(t, append([]string{"publish"}, args...)...)
 	install, err := os.ReadFile(filepath.Join(dist, "install.yaml"))
@@ -273,7 +273,7 @@ var clusterScoped = []struct {
 	{schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"},
 		[]string{"imagewarms.warmer.dev", "nodewarms.warmer.dev", "rolloutbounds.warmer.dev"}},
 	{schema.GroupVersionKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole"},
-		[]string{"warmer-agent", "warmer-agent-kubelet-stats", "warmer-agent-startup-taint", "warmer-controller", "warmer-controller-images-from", "warmer-controller-metrics-auth", "warmer-controller-pull-secrets", "warmer-metrics-reader"}},
+		[]string{"warmer-agent", "warmer-agent-kubelet-stats", "warmer-agent-startup-taint", "warmer-controller", "warmer-controller-images-from", "warmer-controller-metrics-auth", "warmer-controller-pull-secrets", "warmer-metrics-reader", "warmer-viewer"}},
 	{schema.GroupVersionKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRoleBinding"},
 		[]string{"warmer-agent", "warmer-agent-kubelet-stats", "warmer-agent-startup-taint", "warmer-controller", "warmer-controller-images-from", "warmer-controller-metrics-auth"}},
 	{schema.GroupVersionKind{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingAdmissionPolicy"},

@@ -25,6 +25,7 @@ var defaultObjects = []string{
 	"ClusterRole/warmer-controller-metrics-auth",
 	"ClusterRole/warmer-controller-pull-secrets",
 	"ClusterRole/warmer-metrics-reader",
+	"ClusterRole/warmer-viewer",
 	"ClusterRoleBinding/warmer-agent",
 	"ClusterRoleBinding/warmer-agent-kubelet-stats",
 	"ClusterRoleBinding/warmer-agent-startup-taint",

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/controllers/agent/plan"
 	"github.com/warmer-dev/warmer/test/testbed"
 	"github.com/warmer-dev/warmer/test/testbed/faults"
 )
@@ -126,12 +127,13 @@ func testStalled(t *testing.T, f *testbed.Fleet, reg *testbed.Registry) {
 	waitPresent(t, f, node, ref, recovered)
 }
 
-// TestProgressWritesPaced holds the NodeWarm's writes to what a warm cost
-// before pulls showed their bytes: under the agent's default
-// --pull-progress-interval (30s), a pull of about ten seconds whose bytes
-// move all along writes its start and its result, and nothing for the
-// bytes alone (the fleet of TestRegistryFaults, writing bytes every
-// second, would write about ten times).
+// TestProgressWritesPaced holds the NodeWarm's writes to the pace of
+// bytes alone (plan.BytesPace): one node pulling fleet-wide writes its
+// bytes every 2 s (plan.FastBytesPace), under the agent's default
+// --pull-progress-interval (30s, the pace of hundreds of nodes), so a
+// pull of about ten seconds shows its bytes move a few times and no more
+// (the fleet of TestRegistryFaults, writing bytes every second, would
+// write about ten times).
 func TestProgressWritesPaced(t *testing.T) {
 	f := testbed.StartFleet(t, map[string]map[string]string{node: nil}, testbed.FleetOptions{Agent: agentSettings()})
 	reg := testbed.StartRegistry(t, testbed.RegistryOptions{Name: "paced"})
@@ -159,8 +161,10 @@ func TestProgressWritesPaced(t *testing.T) {
 	}
 	// Its start (Queued, then Pulling, when apart) and its result; one
 	// more when the shared disk's fill level moved meanwhile (the status
-	// reports it). Bytes written every second would make about ten.
-	if writes < 2 || writes > 4 {
-		t.Errorf("%v NodeWarm writes for one warm, want 2 to 4", writes)
+	// reports it); and the bytes, at most once per FastBytesPace. Bytes
+	// written every second would make about ten more.
+	paced := took / plan.FastBytesPace
+	if writes < 3 || writes > float64(4+paced) {
+		t.Errorf("%v NodeWarm writes for a %v warm, want 3 (the bytes moved at least once) to %d", writes, took.Round(100*time.Millisecond), 4+paced)
 	}
 }
