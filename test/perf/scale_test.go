@@ -251,7 +251,7 @@ func startSimFleet(b *testing.B, n int, opts scale.Options, plane fleetPlane) *s
 			b.Logf("simulated agents: %v", err)
 		}
 	})
-	waitNodeWarms(b, cp, n)
+	f.waitNodeWarms(b, n)
 	if !plane.joining {
 		time.Sleep(3 * time.Second) // let start-up traffic settle out of the window
 	}
@@ -280,6 +280,16 @@ func agentConfigs(b *testing.B, cp *testbed.ControlPlane, n int) map[string]*res
 		cfgs[nodeName(i)] = cfg
 	}
 	return cfgs
+}
+
+// failIfRefused fails the run at once if an agent has been answered 403
+// or 422: an agent refused its NodeWarm or its Node's patch would
+// otherwise only keep the run waiting until its deadline.
+func (f *simFleet) failIfRefused(b *testing.B) {
+	b.Helper()
+	if n403, n422 := f.agents.Answers.Count(http.StatusForbidden), f.agents.Answers.Count(http.StatusUnprocessableEntity); n403+n422 > 0 {
+		b.Fatalf("the agents were answered 403 %d times and 422 %d times under the shipped roles and policies (policies installed: %v)", n403, n422, f.policies)
+	}
 }
 
 // checkAnswers fails the run if the API server refused anything since
@@ -343,6 +353,7 @@ func runScale(b *testing.B, c scaleCase) {
 			r.ready = time.Since(start)
 			break
 		}
+		sim.failIfRefused(b)
 		if ctrlProc.Exited() {
 			// As its Deployment would, start it again; the run reports
 			// the restart, and the CPU figure covers the last process only.
@@ -534,11 +545,12 @@ func createNodes(b *testing.B, cp *testbed.ControlPlane, n int, tainted bool) {
 
 // waitNodeWarms waits until every agent has created its NodeWarm and
 // reported its runtime.
-func waitNodeWarms(b *testing.B, cp *testbed.ControlPlane, n int) {
+func (f *simFleet) waitNodeWarms(b *testing.B, n int) {
 	b.Helper()
 	eventually(b, 10*time.Minute, fmt.Sprintf("%d agents report", n), func() error {
+		f.failIfRefused(b)
 		var list warmv1.NodeWarmList
-		if err := cp.Client.List(context.Background(), &list); err != nil {
+		if err := f.cp.Client.List(context.Background(), &list); err != nil {
 			return err
 		}
 		up := 0
