@@ -33,6 +33,13 @@ type policyResult struct {
 	// included); writes and patches count them.
 	nodeWarmWrite, nodePatch time.Duration
 	writes, patches          float64
+	// nodeWarmSLI and nodePatchSLI are the same without the wait in
+	// priority and fairness's queue (apiserver_request_sli_duration_seconds);
+	// queued is the mean wait of a request of the agents' priority level.
+	nodeWarmSLI, nodePatchSLI, queued time.Duration
+	// eventCreate is the mean time of the agents' event creations, which
+	// no policy matches: a control, for the machine's own noise.
+	eventCreate time.Duration
 	// admissions are the requests the API server's
 	// ValidatingAdmissionPolicy plugin validated (every write, whether a
 	// policy matches it or not), admissionTime their mean time in it and
@@ -54,7 +61,8 @@ type policyResult struct {
 // patches the taint off its Node (warmer-agent-own-node-taint). N is 100,
 // 1,000 under BENCH_FULL (BENCH_POLICY_N); BENCH_POLICY_PAIRS pairs, 2 by
 // default, 1 under BENCH_FULL. The last sub-benchmark gives the ratios of
-// the medians, with policies over without.
+// the medians, with policies over without; the agents' event creations,
+// which no policy matches, are the control for the machine's own noise.
 func BenchmarkPolicyCost(b *testing.B) {
 	ctrl.SetLogger(zap.New(zap.Level(zapcore.ErrorLevel))) // as BenchmarkScale
 	raiseFileLimit(b)
@@ -124,6 +132,10 @@ func runPolicyFleet(b *testing.B, n int, policies bool) policyResult {
 	patch := []string{`resource="nodes"`, `verb="PATCH"`} // the agents patch only Nodes (no subresource)
 	r.nodeWarmWrite = meanOf(before, after, "apiserver_request_duration_seconds", nw...)
 	r.nodePatch = meanOf(before, after, "apiserver_request_duration_seconds", patch...)
+	r.nodeWarmSLI = meanOf(before, after, "apiserver_request_sli_duration_seconds", nw...)
+	r.nodePatchSLI = meanOf(before, after, "apiserver_request_sli_duration_seconds", patch...)
+	r.eventCreate = meanOf(before, after, "apiserver_request_duration_seconds", `resource="events"`, `verb="POST"`)
+	r.queued = meanOf(before, after, "apiserver_flowcontrol_request_wait_duration_seconds", `priority_level="warmer-agents"`)
 	r.writes = increase(before, after, "apiserver_request_duration_seconds_count", nw...)
 	r.patches = increase(before, after, "apiserver_request_duration_seconds_count", patch...)
 	// The API server counts a policy's evaluations only when they fail,
@@ -191,13 +203,18 @@ func increase(before, after map[string]float64, metric string, fragments ...stri
 func reportPolicy(b *testing.B, r policyResult) {
 	b.Helper()
 	fmt.Printf("\nPolicy cost, admission policies %v: every node warm and untainted %.2fs after the agents were up; API server CPU %.2fs from the agents' start; "+
-		"%.0f NodeWarm status writes, %.1f ms each; %.0f Node patches, %.1f ms each; %.0f writes through the ValidatingAdmissionPolicy plugin, %.0f µs each, %.3fs in all\n\n",
-		r.policies, r.done.Seconds(), r.apiCPU.Seconds(), r.writes, ms(r.nodeWarmWrite), r.patches, ms(r.nodePatch),
-		r.admissions, us(r.admissionTime), r.admissionTotal.Seconds())
+		"%.0f NodeWarm status writes, %.1f ms each (%.1f ms less queueing); %.0f Node patches, %.1f ms each (%.1f ms less queueing); "+
+		"the agents' requests queued %.1f ms on average; an event's creation (no policy matches it) took %.1f ms; %.0f writes through the ValidatingAdmissionPolicy plugin, %.0f µs each, %.3fs in all\n\n",
+		r.policies, r.done.Seconds(), r.apiCPU.Seconds(), r.writes, ms(r.nodeWarmWrite), ms(r.nodeWarmSLI), r.patches, ms(r.nodePatch), ms(r.nodePatchSLI),
+		ms(r.queued), ms(r.eventCreate), r.admissions, us(r.admissionTime), r.admissionTotal.Seconds())
 	b.ReportMetric(0, "ns/op")
 	b.ReportMetric(r.apiCPU.Seconds(), "api-cpu-s")
 	b.ReportMetric(ms(r.nodeWarmWrite), "nw-write-ms")
 	b.ReportMetric(ms(r.nodePatch), "node-patch-ms")
+	b.ReportMetric(ms(r.nodeWarmSLI), "nw-write-sli-ms")
+	b.ReportMetric(ms(r.nodePatchSLI), "node-patch-sli-ms")
+	b.ReportMetric(ms(r.queued), "queued-ms")
+	b.ReportMetric(ms(r.eventCreate), "event-post-ms")
 	b.ReportMetric(r.writes, "nw-writes")
 	b.ReportMetric(r.patches, "node-patches")
 	b.ReportMetric(r.admissions, "vap-admissions")
@@ -220,6 +237,7 @@ func reportPolicyRatios(b *testing.B, on, off []policyResult) {
 		{"nw-write/without", func(r policyResult) float64 { return ms(r.nodeWarmWrite) }},
 		{"node-patch/without", func(r policyResult) float64 { return ms(r.nodePatch) }},
 		{"vap/without", func(r policyResult) float64 { return us(r.admissionTime) }},
+		{"event-post/without", func(r policyResult) float64 { return ms(r.eventCreate) }},
 		{"done/without", func(r policyResult) float64 { return r.done.Seconds() }},
 	} {
 		with, without := median(mapOf(on, m.of)), median(mapOf(off, m.of))
