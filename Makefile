@@ -107,8 +107,10 @@ e2e: testbed-sim ## Run only the end-to-end test: the controller and three agent
 # of 100, 300, 1,000 and 5,000 simulated agents (and 1,000 with 100 images
 # each, and in waves), a failing fleet of 1,000 for 5 minutes, a 10-minute idle
 # period (the short form: 100 agents, 100 failing for a minute, 20 s), and
-# a Pod's pull beside a warm on the real node (kubelet and containerd 2.x).
-# BENCH_SCALE=100,1000x100, BENCH_FAIL=1000, BENCH_FAIL_WINDOW=5m and
+# a Pod's pull beside a warm on the real node (kubelet and containerd 2.x),
+# and a pair of 1,000-node fleets with and without the admission policies
+# (short form: two pairs of 100). BENCH_SCALE=100,1000x100, BENCH_FAIL=1000,
+# BENCH_FAIL_WINDOW=5m, BENCH_POLICY_N=1000, BENCH_POLICY_PAIRS=1 and
 # BENCH_IDLE=1m choose those directly. See docs/performance.md.
 BENCH_ROUNDS ?= 5
 BENCH_FULL ?=
@@ -120,7 +122,7 @@ BENCH_NODE_ASSETS := $(if $(filter 1,$(BENCH_FULL)),export WARMER_NODE_ASSETS="$
 bench: testbed ## Benchmarks (docs/performance.md): time to warm, engine vs CRI, a Pod's pull beside a warm, a simulated fleet (warming, failing), the agent's footprint, hot paths; one summary table.
 	assets="$(ASSETS)"; export KUBEBUILDER_ASSETS="$$assets" PATH="$$PATH:$$assets" BENCH_FULL="$(BENCH_FULL)"; $(BENCH_NODE_ASSETS) { \
 		go test -p 1 -run '^$$' -bench 'BenchmarkWarm|BenchmarkTimeToWarm|BenchmarkKubeletBesideWarm$(BENCH_REAL_NODE)' -benchtime $(BENCH_ROUNDS)x -timeout 60m ./pkg/pullengine ./test/perf; \
-		go test -run '^$$' -bench 'BenchmarkScale|BenchmarkFailingFleet|BenchmarkAgentFootprint' -benchtime 1x -timeout 90m ./test/perf; \
+		go test -run '^$$' -bench 'BenchmarkScale|BenchmarkFailingFleet|BenchmarkPolicyCost|BenchmarkAgentFootprint' -benchtime 1x -timeout 90m ./test/perf; \
 		go test -p 1 -run '^$$' -bench 'BenchmarkPresence2000|BenchmarkAggregate1000|BenchmarkDesired1000|BenchmarkImageWarmStatusSize|BenchmarkNodeWarmSize' -benchmem ./pkg/pullengine ./controllers/imagewarm ./controllers/agent/plan; \
 		go test -run '^$$' -bench 'BenchmarkStatusFleet' -benchtime 5x ./test/plugin; \
 	} 2>&1 | go run ./test/perf/benchtable

@@ -63,7 +63,7 @@ func missingRef(ref string) bool { return strings.Contains(ref, "/scale/missing"
 
 func runFailing(b *testing.B, n int, window time.Duration) {
 	ctx := context.Background()
-	sim := startSimFleet(b, n, scale.Options{PullLatency: scalePullLatency, Missing: missingRef})
+	sim := startSimFleet(b, n, scale.Options{PullLatency: scalePullLatency, Missing: missingRef}, fleetPlane{})
 	refs := make([]string, 0, failingImages)
 	for i := range failingImages - missingImages {
 		refs = append(refs, fmt.Sprintf("127.0.0.1:5000/scale/app%d:v1", i))
@@ -84,6 +84,7 @@ func runFailing(b *testing.B, n int, window time.Duration) {
 	minutes := time.Since(start).Minutes()
 	_ = sim.agents.Stop() // its errors are logged at clean-up, which stops it again
 	after := apiMetrics(b, sim.cp.Config)
+	sim.checkAnswers(b, after)
 
 	var iw warmv1.ImageWarm
 	if err := sim.cp.Client.Get(ctx, types.NamespacedName{Namespace: "default", Name: "failing"}, &iw); err != nil {

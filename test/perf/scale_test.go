@@ -21,18 +21,16 @@ import (
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/controllers/agent"
 	"github.com/warmer-dev/warmer/test/scale"
 	"github.com/warmer-dev/warmer/test/testbed"
 	"github.com/warmer-dev/warmer/test/testbed/build"
@@ -108,12 +106,7 @@ func scaleCases(b *testing.B) []scaleCase {
 // load to 10,000 nodes.
 func BenchmarkScale(b *testing.B) {
 	ctrl.SetLogger(zap.New(zap.Level(zapcore.ErrorLevel))) // errors only; agents' chatter would drown the table
-	// A thousand agents in one process hold a thousand connections and
-	// more at times; root may raise the open-file limit.
-	lim := syscall.Rlimit{Cur: 1 << 20, Max: 1 << 20}
-	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		b.Logf("raising the open-file limit: %v", err)
-	}
+	raiseFileLimit(b)
 	for _, c := range scaleCases(b) {
 		name := fmt.Sprintf("images=%d/N=%d", c.images, c.n)
 		if c.wave > 0 {
@@ -124,6 +117,16 @@ func BenchmarkScale(b *testing.B) {
 				runScale(b, c)
 			}
 		})
+	}
+}
+
+// raiseFileLimit raises the open-file limit, as root may: a thousand
+// agents in one process hold a thousand connections and more at times.
+func raiseFileLimit(b *testing.B) {
+	b.Helper()
+	lim := syscall.Rlimit{Cur: 1 << 20, Max: 1 << 20}
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		b.Logf("raising the open-file limit: %v", err)
 	}
 }
 
@@ -162,6 +165,9 @@ type scaleResult struct {
 	// and fairness's rejections by priority level and reason.
 	refusals   map[string]float64
 	flowSchema bool // the agents ran in config/flowcontrol's priority level
+	// answers403 and answers422 are the refusals the agents' clients
+	// counted (a run with any fails).
+	answers403, answers422 int
 	// peakPulling is the most nodes that pulled one image at once.
 	peakPulling int
 	// nodeWarm is the mean of the nodes' warms, each from its first
@@ -178,41 +184,63 @@ type simFleet struct {
 	ctrl       *testbed.Process
 	agents     *scale.Fleet
 	flowSchema bool // the agents run in config/flowcontrol's priority level
+	// policies says whether config/policy is installed; setup is the API
+	// server's metrics before the agents started, against which the run's
+	// refusals are counted.
+	policies bool
+	setup    map[string]float64
+	started  time.Time // when the agents started
 }
 
-// startSimFleet starts a control plane with n nodes, the controller as its
-// own process and n simulated agents with opts (its Config is set here),
-// and waits until every agent has written its NodeWarm and the start-up
-// traffic has settled.
-func startSimFleet(b *testing.B, n int, opts scale.Options) *simFleet {
+// fleetPlane shapes a fleet's control plane beyond its size.
+type fleetPlane struct {
+	// withoutPolicies leaves config/policy out (the shipped roles stay),
+	// to tell what the policies cost.
+	withoutPolicies bool
+	// joining is a fleet measured as it joins: every Node registered
+	// with the agents' startup taint, and startSimFleet returning once
+	// every agent has reported, without letting start-up traffic settle.
+	joining bool
+	// before runs once the identity is installed and before the agents
+	// start: an ImageWarm that must exist when they join.
+	before func(cp *testbed.ControlPlane)
+}
+
+// startSimFleet starts a control plane with n nodes, warmer's identity as
+// shipped (config/rbac's roles, config/policy's admission policies unless
+// plane says otherwise), the controller as its own process with its
+// service account's token and n simulated agents with opts (its Config is
+// set here: each agent its own Pod-bound token), and waits until every
+// agent has written its NodeWarm and the start-up traffic has settled.
+func startSimFleet(b *testing.B, n int, opts scale.Options, plane fleetPlane) *simFleet {
 	cp := testbed.StartControlPlane(b)
-	agentCfg, _ := serviceAccountUser(b, cp, "warmer-agent")
-	_, ctrlKubeconfig := serviceAccountUser(b, cp, "warmer-controller")
+	createNodes(b, cp, n, plane.joining)
+	f := &simFleet{cp: cp, flowSchema: os.Getenv("BENCH_SCALE_NO_FLOWSCHEMA") != "1", policies: !plane.withoutPolicies}
+	// After the Nodes: the bed's wait for the Node policy needs one.
+	if f.policies {
+		cp.InstallIdentity(b)
+	} else {
+		cp.InstallRolesWithoutPolicies(b)
+	}
+	agentCfgs := agentConfigs(b, cp, n)
 	// The manifests' FlowSchema for the agents, as an install has it;
 	// BENCH_SCALE_NO_FLOWSCHEMA=1 leaves them in workload-low, to compare.
-	f := &simFleet{cp: cp, flowSchema: os.Getenv("BENCH_SCALE_NO_FLOWSCHEMA") != "1"}
 	if f.flowSchema {
-		applyFlowControl(b, cp, agentCfg)
+		applyFlowControl(b, cp, agentCfgs[nodeName(0)])
 	}
-	createNodes(b, cp, n)
-
-	f.ctrlArgs = []string{testbed.BuildPlainWarmer(b), "controller", "--kubeconfig", ctrlKubeconfig,
-		"--leader-election-namespace", "default", "--metrics-bind-address", "0", "--health-probe-bind-address", "0"}
+	if plane.before != nil {
+		plane.before(cp)
+	}
+	f.ctrlArgs = []string{testbed.BuildPlainWarmer(b), "controller", "--kubeconfig", cp.ControllerKubeconfig(b),
+		"--leader-election-namespace", testbed.SystemNamespace, "--metrics-bind-address", "0", "--health-probe-bind-address", "0"}
 	f.ctrl = testbed.StartProcess(b, "controller", f.ctrlArgs...)
-	// A real agent has no client-side rate limit (see cmd/warmer): the
-	// server's priority and fairness is what holds back a fleet.
-	agentCfg.QPS, agentCfg.Burst = -1, 0
-	// Each agent its own connection, as from its own Pod: client-go
-	// otherwise shares one transport between equal configs, and a
-	// thousand agents' watches and writes over a few shared HTTP/2
-	// connections overflowed their streams into bursts of new
-	// connections (over 20,000 open files at once).
-	agentCfg.Dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	names := make([]string, n)
 	for i := range names {
 		names[i] = nodeName(i)
 	}
-	opts.Config, opts.Scheme = agentCfg, testbed.Scheme()
+	opts.Config = func(node string) *rest.Config { return agentCfgs[node] }
+	opts.Scheme = testbed.Scheme()
+	f.setup, f.started = apiMetrics(b, cp.Config), time.Now()
 	agents, err := scale.Start(opts, names)
 	if err != nil {
 		b.Fatal(err)
@@ -223,9 +251,71 @@ func startSimFleet(b *testing.B, n int, opts scale.Options) *simFleet {
 			b.Logf("simulated agents: %v", err)
 		}
 	})
-	waitNodeWarms(b, cp, n)
-	time.Sleep(3 * time.Second) // let start-up traffic settle out of the window
+	f.waitNodeWarms(b, n)
+	if !plane.joining {
+		time.Sleep(3 * time.Second) // let start-up traffic settle out of the window
+	}
 	return f
+}
+
+// agentConfigs gives each node's agent its own identity, as its Pod's
+// token would: the warmer-agent service account with the node's name in
+// the user's extra, where config/policy reads it. Each agent's client
+// sends only its own token, so every request of the fleet carries the
+// node it comes from, however many agents share the process.
+func agentConfigs(b *testing.B, cp *testbed.ControlPlane, n int) map[string]*rest.Config {
+	b.Helper()
+	cfgs := make(map[string]*rest.Config, n)
+	for i := range n {
+		cfg := cp.AgentConfig(b, nodeName(i))
+		// A real agent has no client-side rate limit (see cmd/warmer):
+		// the server's priority and fairness is what holds back a fleet.
+		cfg.QPS, cfg.Burst = -1, 0
+		// Each agent its own connection, as from its own Pod: client-go
+		// otherwise shares one transport between equal configs, and a
+		// thousand agents' watches and writes over a few shared HTTP/2
+		// connections overflowed their streams into bursts of new
+		// connections (over 20,000 open files at once).
+		cfg.Dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+		cfgs[nodeName(i)] = cfg
+	}
+	return cfgs
+}
+
+// failIfRefused fails the run at once if an agent has been answered 403
+// or 422: an agent refused its NodeWarm or its Node's patch would
+// otherwise only keep the run waiting until its deadline.
+func (f *simFleet) failIfRefused(b *testing.B) {
+	b.Helper()
+	if n403, n422 := f.agents.Answers.Count(http.StatusForbidden), f.agents.Answers.Count(http.StatusUnprocessableEntity); n403+n422 > 0 {
+		b.Fatalf("the agents were answered 403 %d times and 422 %d times under the shipped roles and policies (policies installed: %v)", n403, n422, f.policies)
+	}
+}
+
+// checkAnswers fails the run if the API server refused anything since
+// the agents started: a 403 (RBAC, an admission policy) or a 422
+// (validation) answered to an agent, as the agents' clients counted, or
+// to anyone, as the API server's apiserver_request_total counts (the
+// controller's included). A fleet whose writes were refused must not
+// pass for a warm one. after is a scrape taken after the run.
+func (f *simFleet) checkAnswers(b *testing.B, after map[string]float64) (agents403, agents422 int) {
+	b.Helper()
+	agents403, agents422 = f.agents.Answers.Count(http.StatusForbidden), f.agents.Answers.Count(http.StatusUnprocessableEntity)
+	server := map[string]float64{}
+	for _, code := range []string{"403", "422"} {
+		for k, v := range after {
+			if strings.HasPrefix(k, "apiserver_request_total{") && label(k, "code") == code {
+				if d := v - f.setup[k]; d > 0 {
+					server[code+" "+label(k, "verb")+" "+label(k, "resource")+"/"+label(k, "subresource")] += d
+				}
+			}
+		}
+	}
+	if agents403+agents422 > 0 || len(server) > 0 {
+		b.Fatalf("the API server refused requests under the shipped roles and policies (policies installed: %v): agents' clients got %d answers 403 and %d answers 422; the API server's counts by code, verb and resource: %v",
+			f.policies, agents403, agents422, server)
+	}
+	return agents403, agents422
 }
 
 func runScale(b *testing.B, c scaleCase) {
@@ -233,7 +323,7 @@ func runScale(b *testing.B, c scaleCase) {
 	// BENCH_SCALE_NO_EVENTS=1: agents without events, an experiment to
 	// tell what events cost (docs/performance.md).
 	gauge := scale.NewPullGauge()
-	sim := startSimFleet(b, c.n, scale.Options{PullLatency: c.pullLatency(), NoEvents: os.Getenv("BENCH_SCALE_NO_EVENTS") == "1", Gauge: gauge})
+	sim := startSimFleet(b, c.n, scale.Options{PullLatency: c.pullLatency(), NoEvents: os.Getenv("BENCH_SCALE_NO_EVENTS") == "1", Gauge: gauge}, fleetPlane{})
 	cp, ctrlArgs, ctrlProc, fleet := sim.cp, sim.ctrlArgs, sim.ctrl, sim.agents
 	r := scaleResult{scaleCase: c, flowSchema: sim.flowSchema}
 
@@ -263,6 +353,7 @@ func runScale(b *testing.B, c scaleCase) {
 			r.ready = time.Since(start)
 			break
 		}
+		sim.failIfRefused(b)
 		if ctrlProc.Exited() {
 			// As its Deployment would, start it again; the run reports
 			// the restart, and the CPU figure covers the last process only.
@@ -284,6 +375,7 @@ func runScale(b *testing.B, c scaleCase) {
 	time.Sleep(5 * time.Second)
 	after := apiMetrics(b, cp.Config)
 	r.window = time.Since(start)
+	r.answers403, r.answers422 = sim.checkAnswers(b, after)
 	ctrlAfter, simAfter := readProc(b, ctrlProc.Pid()), readProc(b, os.Getpid())
 	r.ctrlCPU, r.ctrlRSS, r.ctrlPeak = ctrlAfter.cpu-ctrlBefore.cpu, ctrlAfter.rss, peakRSS(b, ctrlProc.Pid())
 	r.simCPU, r.simRSS = simAfter.cpu-simBefore.cpu, simAfter.rss
@@ -385,7 +477,7 @@ func nodeWarmBytes(b *testing.B, cp *testbed.ControlPlane) int {
 
 // applyFlowControl applies config/flowcontrol and waits until the API
 // server classifies the agents' requests into its priority level.
-func applyFlowControl(b *testing.B, cp *testbed.ControlPlane, agent *rest.Config) {
+func applyFlowControl(b *testing.B, cp *testbed.ControlPlane, agentCfg *rest.Config) {
 	b.Helper()
 	if out, err := cp.Kubectl(b, "apply", "-k", filepath.Join(testbed.RepoRoot(b), "config", "flowcontrol")); err != nil {
 		b.Fatalf("applying config/flowcontrol: %v\n%s", err, out)
@@ -394,12 +486,14 @@ func applyFlowControl(b *testing.B, cp *testbed.ControlPlane, agent *rest.Config
 	if err := cp.Client.Get(context.Background(), types.NamespacedName{Name: "warmer-agents"}, &pl); err != nil {
 		b.Fatal(err)
 	}
-	rt, err := rest.TransportFor(agent)
+	rt, err := rest.TransportFor(agentCfg)
 	if err != nil {
 		b.Fatal(err)
 	}
 	eventually(b, time.Minute, "the agents' requests classified into warmer-agents", func() error {
-		req, err := http.NewRequest(http.MethodGet, agent.Host+"/api/v1/namespaces/default", nil)
+		// A request the agent's role allows: a refused one would count
+		// against the run's answers.
+		req, err := http.NewRequest(http.MethodGet, agentCfg.Host+"/api/v1/nodes/"+nodeName(0), nil)
 		if err != nil {
 			return err
 		}
@@ -417,35 +511,9 @@ func applyFlowControl(b *testing.B, cp *testbed.ControlPlane, agent *rest.Config
 
 func nodeName(i int) string { return fmt.Sprintf("sim-%04d", i) }
 
-// serviceAccountUser makes a user the API server takes for a service
-// account of warmer-system (so priority and fairness put it where a real
-// agent's or controller's requests go: the agents' FlowSchema of
-// config/flowcontrol, else the service-accounts one, workload-low), bound to cluster-admin, and returns its config and a
-// kubeconfig file.
-func serviceAccountUser(b *testing.B, cp *testbed.ControlPlane, sa string) (*rest.Config, string) {
-	b.Helper()
-	name := "system:serviceaccount:warmer-system:" + sa
-	cfg := cp.AddUser(b, name, "system:serviceaccounts", "system:serviceaccounts:warmer-system", "system:authenticated")
-	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "perf-" + sa},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: name}}}
-	if err := cp.Client.Create(context.Background(), crb); err != nil {
-		b.Fatal(err)
-	}
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["u"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
-	kc.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u"}
-	kc.CurrentContext = "c"
-	path := fmt.Sprintf("%s/%s.kubeconfig", b.TempDir(), sa)
-	if err := clientcmd.WriteToFile(*kc, path); err != nil {
-		b.Fatal(err)
-	}
-	return cfg, path
-}
-
-// createNodes registers n Node objects, as n kubelets would.
-func createNodes(b *testing.B, cp *testbed.ControlPlane, n int) {
+// createNodes registers n Node objects, as n kubelets would, with the
+// agents' startup taint if tainted.
+func createNodes(b *testing.B, cp *testbed.ControlPlane, n int, tainted bool) {
 	b.Helper()
 	work := make(chan int, n)
 	for i := range n {
@@ -459,6 +527,9 @@ func createNodes(b *testing.B, cp *testbed.ControlPlane, n int) {
 			for i := range work {
 				node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName(i),
 					Labels: map[string]string{corev1.LabelHostname: nodeName(i), "pool": "sim"}}}
+				if tainted {
+					node.Spec.Taints = []corev1.Taint{{Key: agent.DefaultStartupTaintKey, Effect: corev1.TaintEffectNoSchedule}}
+				}
 				if err := cp.Client.Create(context.Background(), node); err != nil {
 					errs <- err
 				}
@@ -474,11 +545,12 @@ func createNodes(b *testing.B, cp *testbed.ControlPlane, n int) {
 
 // waitNodeWarms waits until every agent has created its NodeWarm and
 // reported its runtime.
-func waitNodeWarms(b *testing.B, cp *testbed.ControlPlane, n int) {
+func (f *simFleet) waitNodeWarms(b *testing.B, n int) {
 	b.Helper()
 	eventually(b, 10*time.Minute, fmt.Sprintf("%d agents report", n), func() error {
+		f.failIfRefused(b)
 		var list warmv1.NodeWarmList
-		if err := cp.Client.List(context.Background(), &list); err != nil {
+		if err := f.cp.Client.List(context.Background(), &list); err != nil {
 			return err
 		}
 		up := 0
@@ -688,6 +760,8 @@ func reportScale(b *testing.B, r scaleResult) {
 	b.ReportMetric(r.pulled.Seconds(), "pulled-s")
 	b.ReportMetric(lag.Seconds(), "ready-after-pull-s")
 	b.ReportMetric(r.throttled, "answers-429")
+	b.ReportMetric(float64(r.answers403), "answers-403")
+	b.ReportMetric(float64(r.answers422), "answers-422")
 	b.ReportMetric(float64(r.peakPulling), "peak-pulling")
 	b.ReportMetric(total, "api-writes")
 	b.ReportMetric(r.nodeWarmWritesTotal/float64(r.n), "nw-writes/node")

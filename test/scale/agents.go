@@ -23,10 +23,12 @@ import (
 // Options shape the simulated agents. The agent settings are the
 // defaults of `warmer agent`.
 type Options struct {
-	// Config is the agents' identity on the API server. Give it the
-	// client-side rate limit a real agent has (cmd/warmer: none, QPS -1,
-	// leaving it to the server's priority and fairness).
-	Config *rest.Config
+	// Config is each node's agent's identity on the API server: its own
+	// credentials (a real agent's Pod-bound token names its node, which
+	// warmer's admission policies read), and the client-side rate limit a
+	// real agent has (cmd/warmer: none, QPS -1, leaving it to the
+	// server's priority and fairness).
+	Config func(node string) *rest.Config
 	// Scheme knows warmer's types and the built-in ones.
 	Scheme *runtime.Scheme
 	// PullLatency is how long each fake pull takes.
@@ -45,6 +47,8 @@ type Options struct {
 type Fleet struct {
 	// Runtimes are the agents' fake runtimes, by node name.
 	Runtimes map[string]*FakeRuntime
+	// Answers counts the API server's answers to the agents by status.
+	Answers *Answers
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -57,9 +61,10 @@ type Fleet struct {
 // Pod. Stop ends them.
 func Start(opts Options, nodes []string) (*Fleet, error) {
 	ctx, cancel := context.WithCancel(context.Background())
-	f := &Fleet{Runtimes: map[string]*FakeRuntime{}, cancel: cancel}
+	f := &Fleet{Runtimes: map[string]*FakeRuntime{}, Answers: &Answers{}, cancel: cancel}
 	for _, node := range nodes {
-		mgr, rt, err := newAgent(opts, node)
+		cfg := f.Answers.wrap(opts.Config(node))
+		mgr, rt, err := newAgent(opts, cfg, node)
 		if err != nil {
 			return nil, errors.Join(fmt.Errorf("agent %s: %w", node, err), f.Stop())
 		}
@@ -88,9 +93,9 @@ func (f *Fleet) Stop() error {
 // fake runtime in place of the CRI client, no metrics or probe listeners
 // (a thousand would need a thousand ports) and no leader election (an
 // agent has none).
-func newAgent(opts Options, node string) (ctrl.Manager, *FakeRuntime, error) {
+func newAgent(opts Options, cfg *rest.Config, node string) (ctrl.Manager, *FakeRuntime, error) {
 	skip := true // every agent names its controller "agent", as each Pod does
-	mgr, err := ctrl.NewManager(opts.Config, ctrl.Options{
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 opts.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
@@ -117,6 +122,10 @@ func newAgent(opts Options, node string) (ctrl.Manager, *FakeRuntime, error) {
 		StatusLimiter:    flowcontrol.NewTokenBucketRateLimiter(0.5, 5),
 		ProgressInterval: 2 * time.Second,
 		RetryInterval:    time.Minute,
+		// As cmd/warmer's defaults: a Node registered with the taint
+		// loses it once warm, by a patch warmer's policy checks.
+		StartupTaintKey:      agent.DefaultStartupTaintKey,
+		StartupTaintDeadline: agent.DefaultStartupTaintDeadline,
 	}
 	// The disk guard is off: the fake runtime's images take no disk, and
 	// the "/" it reports is this machine's shared disk, whose fill (past

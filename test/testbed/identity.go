@@ -52,6 +52,21 @@ const fieldOwner = "warmer-testbed"
 // every call after the first on a control plane does nothing.
 func (cp *ControlPlane) InstallIdentity(t TB) {
 	t.Helper()
+	cp.installIdentity(t, true)
+}
+
+// InstallRolesWithoutPolicies is InstallIdentity without config/policy:
+// the service accounts and their roles only, so that test/perf can tell
+// what the admission policies cost the API server. A plane keeps the
+// identity it was first given: a later InstallIdentity (AgentKubeconfig's,
+// AgentConfig's) adds no policy.
+func (cp *ControlPlane) InstallRolesWithoutPolicies(t TB) {
+	t.Helper()
+	cp.installIdentity(t, false)
+}
+
+func (cp *ControlPlane) installIdentity(t TB, policies bool) {
+	t.Helper()
 	cp.identityMu.Lock()
 	defer cp.identityMu.Unlock()
 	if cp.identity {
@@ -63,7 +78,11 @@ func (cp *ControlPlane) InstallIdentity(t TB) {
 		t.Fatalf("creating namespace %s: %v", SystemNamespace, err)
 	}
 	root := RepoRoot(t)
-	for _, dir := range []string{"rbac", "policy"} {
+	dirs := []string{"rbac"}
+	if policies {
+		dirs = append(dirs, "policy")
+	}
+	for _, dir := range dirs {
 		for _, o := range Kustomize(t, filepath.Join(root, "config", dir)) {
 			err := cp.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner(fieldOwner), client.ForceOwnership)
 			if err != nil {
@@ -71,7 +90,9 @@ func (cp *ControlPlane) InstallIdentity(t TB) {
 			}
 		}
 	}
-	cp.waitForPolicies(t)
+	if policies {
+		cp.waitForPolicies(t)
+	}
 	cp.identity = true
 }
 
@@ -210,6 +231,18 @@ func (cp *ControlPlane) AgentKubeconfig(t TB, node string) string {
 	return path
 }
 
+// AgentConfig is AgentKubeconfig for an agent run in the test's own
+// process (test/scale's simulated fleet): a rest.Config with the same
+// Pod-bound token, so every request made with it carries node's name as
+// a real agent's does.
+func (cp *ControlPlane) AgentConfig(t TB, node string) *rest.Config {
+	t.Helper()
+	cp.InstallIdentity(t)
+	token := cp.requestToken(t, AgentServiceAccount, cp.agentBinding(t, node))
+	return &rest.Config{Host: cp.Config.Host, BearerToken: token,
+		TLSClientConfig: rest.TLSClientConfig{CAData: cp.Config.CAData}}
+}
+
 // agentBinding is the object the agent's token on node is bound to.
 //
 // On a real cluster it is the agent's Pod, and the API server takes the
@@ -303,13 +336,19 @@ func WhoAmI(t TB, kubeconfig string) authenticationv1.UserInfo {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return WhoAmIWith(t, cfg)
+}
+
+// WhoAmIWith is WhoAmI for a rest.Config.
+func WhoAmIWith(t TB, cfg *rest.Config) authenticationv1.UserInfo {
+	t.Helper()
 	c, err := client.New(cfg, client.Options{Scheme: Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ssr := &authenticationv1.SelfSubjectReview{}
 	if err := c.Create(context.Background(), ssr); err != nil {
-		t.Fatalf("SelfSubjectReview with %s: %v", kubeconfig, err)
+		t.Fatalf("SelfSubjectReview as %s: %v", cfg.Host, err)
 	}
 	return ssr.Status.UserInfo
 }
