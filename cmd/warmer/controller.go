@@ -75,7 +75,7 @@ func (f *controllerFlags) bind(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.minWriteInterval, "min-status-interval", time.Second, "Least time between two progress writes of one ImageWarm's status; a settled result (no node pulling or yet to report) is written at once, and the last state always is.")
 	fs.StringSliceVar(&f.imagesFromKinds, "images-from-kinds", kindNames(warmv1.WorkloadKinds),
 		"Workload kinds the controller lists and watches, cluster-wide, for ImageWarms' spec.imagesFrom; \"none\" watches none (its RBAC rules can then go). An ImageWarm reading another kind gets ImagesResolved False, reason KindsNotWatched.")
-	fs.DurationVar(&f.secretResync, "pull-secret-resync", pullsecrets.DefaultResync, "How often each pull secret an ImageWarm names is read again, so its copy in --pull-secret-namespace follows a rotated or deleted source; a new name is copied at once.")
+	fs.DurationVar(&f.secretResync, "pull-secret-resync", pullsecrets.DefaultResync, "How often each pull secret an ImageWarm names is read again, so the nodes' credential bundles in --pull-secret-namespace follow a rotated or deleted source (Secrets are not watched); a new name, node key or ImageWarm is sealed at once.")
 	f.lease.bind(fs)
 	f.commonFlags.bind(fs, ":8080", ":8081")
 }
