@@ -170,9 +170,9 @@ func runController(args []string, help io.Writer) error {
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the controller: %w", err)
 	}
-	copier := &pullsecrets.Copier{Namespace: f.secretNamespace, Resync: f.secretResync, Clock: binaryClock}
-	if err := copier.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("setting up the pull secret copier: %w", err)
+	bundler := &pullsecrets.Bundler{Namespace: f.secretNamespace, Resync: f.secretResync, Clock: binaryClock}
+	if err := bundler.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the credential bundles: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
@@ -185,7 +185,7 @@ func runController(args []string, help io.Writer) error {
 }
 
 // controllerCache is the controller's cache: the workload kinds it
-// watches, of Secrets only the copies in its namespace, and of Pods only
+// watches, of Secrets only the credential bundles in its namespace, and of Pods only
 // the agents' in theirs.
 func controllerCache(kinds []warmv1.WorkloadKind, secretNamespace, agentNamespace string) cache.Options {
 	opts := imagewarm.CacheOptions(kinds)
