@@ -119,3 +119,51 @@ func put(t *testing.T, c client.Client, s *corev1.Secret) {
 		t.Fatal(err)
 	}
 }
+
+// TestBundleBadInput: what the agent makes of each bundle it may find,
+// past the grace (docs/reliability.md, "Credential bundles"). Each row
+// names the pull secret team/regcred.
+func TestBundleBadInput(t *testing.T) {
+	const ns, node = "warmer-system", "node-a"
+	src := types.NamespacedName{Namespace: "team", Name: "regcred"}
+	key, old := mustKeyPair(t), mustKeyPair(t)
+	with := func(e credbundle.Entry) *credbundle.Bundle {
+		var b credbundle.Bundle
+		b.Put(src, e)
+		return &b
+	}
+	tampered := sealFor(t, ns, node, key, with(credbundle.Problem("x")))
+	tampered.Data[credbundle.DataKey][40] ^= 1
+	for _, tc := range []struct {
+		name   string
+		bundle *corev1.Secret // nil: none
+		want   string
+	}{
+		{"no key published yet: no bundle", nil, `is not in this node's credential bundle after 30s (not sealed yet: node "node-a" has no credential bundle`},
+		{"a bundle for a stale key", sealFor(t, ns, node, old, with(credbundle.Problem("x"))), "sealed to an earlier key of its agent"},
+		{"a bundle without the secret", sealFor(t, ns, node, key, nil), `the credential bundle of node "node-a" does not hold it`},
+		{"a secret not opted in", sealFor(t, ns, node, key, with(credbundle.Problem(`warmer may not read pull secret "regcred" of namespace "team": bind ClusterRole warmer-controller-pull-secrets`))),
+			`warmer may not read pull secret "regcred"`},
+		{"a secret narrowed away by resourceNames", sealFor(t, ns, node, key, with(credbundle.Problem(`warmer may not read pull secret "regcred" of namespace "team": ... or a Role granting get on this Secret by name`))),
+			"a Role granting get on this Secret by name"},
+		{"a tampered bundle", tampered, "does not open with this agent's key"},
+		{"a Secret of that name not written by warmer", func() *corev1.Secret {
+			s := sealFor(t, ns, node, key, nil)
+			delete(s.Labels, credbundle.Label)
+			return s
+		}(), "is not warmer's"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := fake.NewClientBuilder()
+			if tc.bundle != nil {
+				b = b.WithObjects(tc.bundle.DeepCopy())
+			}
+			held := &heldCredentials{missing: map[types.NamespacedName]time.Time{src: time.Now().Add(-bundleGrace)}}
+			s := &secretKeyrings{reader: b.Build(), ns: ns, node: node, key: key, held: held, now: time.Now(), rings: map[types.NamespacedName]*pullengine.Keyring{}}
+			ring, wait := s.keyring(t.Context(), []types.NamespacedName{src})
+			if got := s.outcomes()[src]; wait || ring.Len() != 0 || !strings.Contains(got, tc.want) {
+				t.Errorf("wait %v, %d credentials, outcome %q; want no wait, none, and %q", wait, ring.Len(), got, tc.want)
+			}
+		})
+	}
+}

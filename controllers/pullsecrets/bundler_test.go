@@ -129,10 +129,16 @@ func TestBundler(t *testing.T) {
 		testbed.Eventually(t, 30*time.Second, "bundle of gpu-1", holds("gpu-1", gpu))
 		testbed.Eventually(t, 30*time.Second, "bundle of plain-1", holds("plain-1", teamA))
 	})
-	t.Run("a node no ImageWarm selects has no bundle", func(t *testing.T) {
-		consistently(t, 3*time.Second, "no bundle for cp-1", func() error {
-			_, _, err := open("cp-1")
-			return gone(err)
+	t.Run("a node no ImageWarm selects, or with no key published yet, has no bundle", func(t *testing.T) {
+		consistently(t, 3*time.Second, "no bundle for cp-1 nor old-agent", func() error {
+			if _, _, err := open("cp-1"); gone(err) != nil {
+				return fmt.Errorf("cp-1: %w", gone(err))
+			}
+			err := cp.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: credbundle.Name("old-agent")}, &corev1.Secret{})
+			if gone(err) != nil {
+				return fmt.Errorf("old-agent: %w", gone(err))
+			}
+			return nil
 		})
 	})
 	t.Run("a bundle does not open with another node's key or name", func(t *testing.T) {
