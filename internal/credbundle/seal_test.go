@@ -101,7 +101,7 @@ func TestSealRefusesBadKeys(t *testing.T) {
 
 func TestFingerprintAndNames(t *testing.T) {
 	a, b := mustKey(t).Public(), mustKey(t).Public()
-	if Fingerprint(a) == Fingerprint(b) || Fingerprint(a) != Fingerprint(a) {
+	if fa, fa2 := Fingerprint(a), Fingerprint(a); Fingerprint(b) == fa || fa2 != fa {
 		t.Error("fingerprints do not tell keys apart")
 	}
 	s := Secret("warmer-system", "node-a", Fingerprint(a), "h", []byte("x"))

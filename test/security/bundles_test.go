@@ -115,26 +115,8 @@ func TestCredentialBundles(t *testing.T) {
 			return nil
 		})
 	})
-	t.Run("it cannot open another node's bundle", func(t *testing.T) {
-		s, err := bundleOf(sel)
-		if err != nil {
-			t.Fatalf("reading the real node's bundle as node-x's agent: %v (RBAC allows it; the seal is what protects)", err)
-		}
-		if _, err := keyX.Open(sel, s.Data[credbundle.DataKey]); !errors.Is(err, credbundle.ErrNotOpened) {
-			t.Errorf("node-x's key opening %s's bundle: %v; want ErrNotOpened", sel, err)
-		}
-		if _, err := keyX.Open(other, s.Data[credbundle.DataKey]); !errors.Is(err, credbundle.ErrNotOpened) {
-			t.Errorf("%s's bundle opened as node-x's: %v; want ErrNotOpened", sel, err)
-		}
-	})
-	t.Run("it cannot set another node's key", func(t *testing.T) {
-		patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"status":{"credentialKey":{"kem":32,"publicKey":%q}}}`,
-			base64.StdEncoding.EncodeToString(keyX.Public().PublicKey)))
-		err := agentX.Status().Patch(ctx, &warmv1.NodeWarm{ObjectMeta: metav1.ObjectMeta{Name: sel}}, patch)
-		if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) || !strings.Contains(fmt.Sprint(err), "may write only NodeWarm "+other) {
-			t.Errorf("node-x's agent setting %s's key: %v; want refused by warmer-agent-own-nodewarm", sel, err)
-		}
-	})
+	t.Run("it cannot open another node's bundle", func(t *testing.T) { testSealedApart(t, agentX, keyX, sel, other) })
+	t.Run("it cannot set another node's key", func(t *testing.T) { testKeyOwnNodeOnly(t, agentX, keyX, sel, other) })
 	t.Run("the controller down, held credentials still pull", func(t *testing.T) {
 		f.Controller.Stop()
 		if err := f.CP.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: testbed.SystemNamespace, Name: credbundle.Name(sel)}}); err != nil {
@@ -147,4 +129,30 @@ func TestCredentialBundles(t *testing.T) {
 		}())
 		testbed.Eventually(t, 90*time.Second, "second private image", func() error { return f.Nodes[sel].AllPresent(t, second) })
 	})
+}
+
+// testSealedApart: the agent of node other reads node sel's bundle (RBAC
+// allows it) and cannot open it, with its key or under its name.
+func testSealedApart(t *testing.T, agent client.Client, key *credbundle.KeyPair, sel, other string) {
+	var s corev1.Secret
+	if err := agent.Get(context.Background(), types.NamespacedName{Namespace: testbed.SystemNamespace, Name: credbundle.Name(sel)}, &s); err != nil {
+		t.Fatalf("reading %s's bundle as %s's agent: %v (RBAC allows it; the seal is what protects)", sel, other, err)
+	}
+	if _, err := key.Open(sel, s.Data[credbundle.DataKey]); !errors.Is(err, credbundle.ErrNotOpened) {
+		t.Errorf("%s's key opening %s's bundle: %v; want ErrNotOpened", other, sel, err)
+	}
+	if _, err := key.Open(other, s.Data[credbundle.DataKey]); !errors.Is(err, credbundle.ErrNotOpened) {
+		t.Errorf("%s's bundle opened as %s's: %v; want ErrNotOpened", sel, other, err)
+	}
+}
+
+// testKeyOwnNodeOnly: the agent of node other cannot publish its key as
+// node sel's, which would have sel's credentials sealed to it.
+func testKeyOwnNodeOnly(t *testing.T, agent client.Client, key *credbundle.KeyPair, sel, other string) {
+	patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"status":{"credentialKey":{"kem":32,"publicKey":%q}}}`,
+		base64.StdEncoding.EncodeToString(key.Public().PublicKey)))
+	err := agent.Status().Patch(context.Background(), &warmv1.NodeWarm{ObjectMeta: metav1.ObjectMeta{Name: sel}}, patch)
+	if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) || !strings.Contains(fmt.Sprint(err), "may write only NodeWarm "+other) {
+		t.Errorf("%s's agent setting %s's key: %v; want refused by warmer-agent-own-nodewarm", other, sel, err)
+	}
 }
