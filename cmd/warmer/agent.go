@@ -20,7 +20,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/controllers/agent"
@@ -95,7 +94,9 @@ func (f *agentFlags) bind(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&f.verifyAllowlist, "image-verification-allowlist", nil, "Repositories NeverVerifyAllowlistedImages counts as present without a pull, in the kubelet's form: registry.example/team/app, or a prefix of whole path segments such as registry.example/team/*; no tag or digest.")
 	f.kubelet.bind(fs)
 	f.credProviders.bind(fs)
-	f.commonFlags.bind(fs, ":8080", ":8081")
+	// The agents' metrics stay plain by default: see docs/security.md
+	// (every node would otherwise hold an oracle for tokens and RBAC).
+	f.commonFlags.bind(fs, ":8080", ":8081", false)
 }
 
 func (f *agentFlags) validate() error {
@@ -265,7 +266,7 @@ func connectCRI(ctx context.Context, endpoint string, timeout time.Duration) (*c
 func newAgentManager(cfg *rest.Config, f *agentFlags) (ctrl.Manager, error) {
 	return ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 agentScheme(),
-		Metrics:                metricsserver.Options{BindAddress: f.metricsAddr},
+		Metrics:                f.metricsOptions(),
 		HealthProbeBindAddress: f.probeAddr,
 		PprofBindAddress:       f.pprofAddr,
 		Cache:                  agent.CacheOptions(f.nodeName),
@@ -300,6 +301,7 @@ func setupAgent(ctx context.Context, mgr ctrl.Manager, cri *criclient.Client, f 
 	}
 	a.StartupTaintKey, a.StartupTaintDeadline = f.startupTaint, f.taintDeadline
 	setPinner(ctx, a, cri)
+	setMarker(ctx, a, cri)
 	imageFs, err := f.kubelet.imageFsReader(mgr.GetConfig())
 	if err != nil {
 		return err
@@ -370,6 +372,19 @@ func setPinner(ctx context.Context, a *agent.NodeAgent, cri *criclient.Client) {
 		return
 	}
 	a.Pinner = pinner
+}
+
+// setMarker gives the agent the runtime's marker, or the reason there is
+// none: images the agent pulled with pull secrets are then remembered only
+// in its memory and its NodeWarm.
+func setMarker(ctx context.Context, a *agent.NodeAgent, cri *criclient.Client) {
+	marker, err := cri.Marker(ctx)
+	if err != nil {
+		a.MarkUnable = err.Error()
+		ctrl.Log.Info("Images pulled with pull secrets cannot be marked on this node", "reason", err.Error())
+		return
+	}
+	a.Marker = marker
 }
 
 func runtimeInfo(cri *criclient.Client) warmv1.RuntimeInfo {

@@ -13,7 +13,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/controllers/imagewarm"
@@ -77,7 +76,7 @@ func (f *controllerFlags) bind(fs *pflag.FlagSet) {
 		"Workload kinds the controller lists and watches, cluster-wide, for ImageWarms' spec.imagesFrom; \"none\" watches none (its RBAC rules can then go). An ImageWarm reading another kind gets ImagesResolved False, reason KindsNotWatched.")
 	fs.DurationVar(&f.secretResync, "pull-secret-resync", pullsecrets.DefaultResync, "How often each pull secret an ImageWarm names is read again, so the nodes' credential bundles in --pull-secret-namespace follow a rotated or deleted source (Secrets are not watched); a new name, node key or ImageWarm is sealed at once.")
 	f.lease.bind(fs)
-	f.commonFlags.bind(fs, ":8080", ":8081")
+	f.commonFlags.bind(fs, ":8080", ":8081", true)
 }
 
 func kindNames(kinds []warmv1.WorkloadKind) []string {
@@ -148,7 +147,7 @@ func runController(args []string, help io.Writer) error {
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme(),
-		Metrics:                 metricsserver.Options{BindAddress: f.metricsAddr},
+		Metrics:                 f.metricsOptions(),
 		HealthProbeBindAddress:  f.probeAddr,
 		PprofBindAddress:        f.pprofAddr,
 		LeaderElection:          f.leaderElect,

@@ -23,16 +23,21 @@ import (
 type commonFlags struct {
 	kubeconfig  string
 	metricsAddr string
-	probeAddr   string
-	pprofAddr   string
+	// metricsSecure serves /metrics over HTTPS to authenticated,
+	// authorized scrapers only (metrics.go).
+	metricsSecure bool
+	probeAddr     string
+	pprofAddr     string
 	// secretNamespace holds the nodes' credential bundles.
 	secretNamespace string
 	zap             zap.Options
 }
 
-func (c *commonFlags) bind(fs *pflag.FlagSet, metricsDefault, probeDefault string) {
+func (c *commonFlags) bind(fs *pflag.FlagSet, metricsDefault, probeDefault string, secureDefault bool) {
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "Path to a kubeconfig; in a Pod the service account is used.")
 	fs.StringVar(&c.metricsAddr, "metrics-bind-address", metricsDefault, "Address the Prometheus /metrics endpoint listens on; \"0\" turns it off.")
+	fs.BoolVar(&c.metricsSecure, "metrics-secure", secureDefault,
+		"Serve /metrics over HTTPS (a self-signed certificate made at start) to scrapers whose bearer token the API server accepts and lets get the non-resource URL /metrics (TokenReview and SubjectAccessReview, which the process's identity must be allowed to create); false serves plain HTTP to anyone who can reach the port.")
 	fs.StringVar(&c.probeAddr, "health-probe-bind-address", probeDefault, "Address /healthz and /readyz listen on; \"0\" turns them off.")
 	fs.StringVar(&c.pprofAddr, "pprof-bind-address", "0", "Address Go's /debug/pprof profiles listen on, for performance work; \"0\" (the default) turns them off.")
 	fs.StringVar(&c.secretNamespace, "pull-secret-namespace", cmp.Or(os.Getenv("POD_NAMESPACE"), credbundle.DefaultNamespace),

@@ -130,6 +130,10 @@ type NodeAgent struct {
 	// the runtime cannot, and PinUnable then says why.
 	Pinner    Pinner
 	PinUnable string
+	// Marker marks the images pulled with pull secrets; nil when the
+	// runtime cannot, and MarkUnable then says why.
+	Marker     Marker
+	MarkUnable string
 	// EvictionBackOffInitial and EvictionBackOffMax space the pulls of an
 	// image the node keeps removing (the kubelet's garbage collector on a
 	// disk too small for what is asked): one per window, which starts at
@@ -413,7 +417,7 @@ func (a *NodeAgent) gather(ctx context.Context, nw *warmv1.NodeWarm, desired pla
 		Conditions: nw.Status.Conditions, RuntimeInfo: a.Runtime, CredentialProviders: a.CredentialProviders,
 		CredentialKey: ptr.To(a.CredentialKey.Public()), Resync: a.ResyncPeriod,
 		PerImageEvents: a.PerImageEvents, State: a.carry.plan,
-		Pins: a.pinView(ctx), ContentUnable: a.ContentUnable, Yield: a.Engine.Yielding(),
+		Pins: a.pinView(ctx), Marks: a.markView(ctx), ContentUnable: a.ContentUnable, Yield: a.Engine.Yielding(),
 		ServedStarts: servedStarts, ServedByImage: servedByImage,
 		EvictionBackOff: plan.BackOff{Initial: a.EvictionBackOffInitial, Max: a.EvictionBackOffMax},
 		Verification:    a.Verification,
@@ -458,6 +462,7 @@ func (a *NodeAgent) apply(ctx context.Context, node *corev1.Node, nw *warmv1.Nod
 	}
 	a.Engine.Sync(ctx, reqs)
 	out.Applied(secrets.outcomes(), a.applyPins(ctx, out.Pins, out.Unpins))
+	a.applyMarks(ctx, out.Marks)
 	a.record(ctx, node, out.Events)
 	evictionsTotal.Add(float64(out.Evictions))
 	setGauges(out.Status)

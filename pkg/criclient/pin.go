@@ -8,12 +8,9 @@ import (
 	"strings"
 	"time"
 
-	imagesapi "github.com/containerd/containerd/api/services/images/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/fieldmaskpb"
 )
 
 // Pinning is outside CRI: CRI reports an image's pinned flag but has no call
@@ -65,8 +62,7 @@ const (
 // Pinner pins and unpins images in containerd's image store. It is safe for
 // concurrent use.
 type Pinner struct {
-	images  imagesapi.ImagesClient
-	timeout time.Duration
+	labels imageLabels
 }
 
 // Pinner returns the client's pinner when the runtime can pin, or an error
@@ -90,7 +86,7 @@ func (c *Client) Pinner(ctx context.Context) (*Pinner, error) {
 }
 
 func newPinner(conn grpc.ClientConnInterface, timeout time.Duration) *Pinner {
-	return &Pinner{images: imagesapi.NewImagesClient(conn), timeout: timeout}
+	return &Pinner{labels: newImageLabels(conn, timeout)}
 }
 
 // containerdOnly is nil on containerd, else an error wrapping sentinel
@@ -128,32 +124,21 @@ func digits(s string) int {
 	return n
 }
 
-// call bounds one call and puts it in the CRI plugin's namespace.
-func (p *Pinner) call(ctx context.Context) (context.Context, context.CancelFunc) {
-	ctx = metadata.AppendToOutgoingContext(ctx, namespaceHeader, criNamespace)
-	return context.WithTimeout(ctx, p.timeout)
-}
-
 // Mine lists the image names that carry warmer's mark.
 func (p *Pinner) Mine(ctx context.Context) ([]string, error) {
-	ctx, cancel := p.call(ctx)
-	defer cancel()
-	resp, err := p.images.List(ctx, &imagesapi.ListImagesRequest{Filters: []string{fmt.Sprintf("labels.%q==%s", MarkLabel, MarkValue)}})
-	if err != nil {
-		return nil, wrap("images.List", err)
-	}
-	names := make([]string, 0, len(resp.GetImages()))
-	for _, img := range resp.GetImages() {
+	imgs, err := p.labels.list(ctx, MarkLabel, MarkValue)
+	names := make([]string, 0, len(imgs))
+	for _, img := range imgs {
 		names = append(names, img.GetName())
 	}
-	return names, nil
+	return names, err
 }
 
 // Pin pins the image name (containerd's name for it: the normalised
 // reference CRI pulled it by) and marks the pin as warmer's, unless someone
 // else pinned it.
 func (p *Pinner) Pin(ctx context.Context, name string) (PinResult, error) {
-	img, err := p.get(ctx, name)
+	img, err := p.labels.get(ctx, name)
 	if img == nil || err != nil {
 		return NoSuchImage, err
 	}
@@ -164,7 +149,7 @@ func (p *Pinner) Pin(ctx context.Context, name string) (PinResult, error) {
 	case labels[PinLabel] == PinValue:
 		return PinnedByOther, nil
 	}
-	err = p.setLabels(ctx, img, map[string]string{PinLabel: PinValue, MarkLabel: MarkValue})
+	err = p.labels.set(ctx, img, map[string]string{PinLabel: PinValue, MarkLabel: MarkValue}, PinLabel, MarkLabel)
 	if status.Code(err) == codes.NotFound { // removed since it was read
 		return NoSuchImage, nil
 	}
@@ -174,44 +159,14 @@ func (p *Pinner) Pin(ctx context.Context, name string) (PinResult, error) {
 // Unpin removes the pin from the image name if warmer made it, and says
 // whether it did. A name without warmer's mark, or gone, is left alone.
 func (p *Pinner) Unpin(ctx context.Context, name string) (bool, error) {
-	img, err := p.get(ctx, name)
+	img, err := p.labels.get(ctx, name)
 	if img == nil || err != nil || img.GetLabels()[MarkLabel] != MarkValue {
 		return false, err
 	}
 	// Absent from the map, both labels are removed.
-	err = p.setLabels(ctx, img, map[string]string{})
+	err = p.labels.set(ctx, img, map[string]string{}, PinLabel, MarkLabel)
 	if status.Code(err) == codes.NotFound { // removed since it was read
 		return false, nil
 	}
 	return err == nil, err
-}
-
-// get reads one image record, nil when there is none.
-func (p *Pinner) get(ctx context.Context, name string) (*imagesapi.Image, error) {
-	if err := checkRef("images.Get", name); err != nil {
-		return nil, err
-	}
-	ctx, cancel := p.call(ctx)
-	defer cancel()
-	resp, err := p.images.Get(ctx, &imagesapi.GetImageRequest{Name: name})
-	if status.Code(err) == codes.NotFound {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, wrap("images.Get", err)
-	}
-	return resp.GetImage(), nil
-}
-
-// setLabels sets (or, absent from labels, removes) the pin and the mark on
-// img, leaving its other labels and its target as they are. The target goes
-// along because containerd reads it from every update request.
-func (p *Pinner) setLabels(ctx context.Context, img *imagesapi.Image, labels map[string]string) error {
-	ctx, cancel := p.call(ctx)
-	defer cancel()
-	_, err := p.images.Update(ctx, &imagesapi.UpdateImageRequest{
-		Image:      &imagesapi.Image{Name: img.GetName(), Target: img.GetTarget(), Labels: labels},
-		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"labels." + PinLabel, "labels." + MarkLabel}},
-	})
-	return wrap("images.Update", err)
 }

@@ -64,11 +64,14 @@ func TestChartMatchesConfigDefault(t *testing.T) {
 }
 
 // TestChartPodMonitorsMatchConfigPrometheus checks that podMonitor.enabled
-// adds what config/prometheus adds to config/default, and that the default
-// values add nothing of it.
+// adds what config/prometheus adds to config/default (the PodMonitors and
+// the controller's scraper identity), and that the default values add
+// nothing of it.
 func TestChartPodMonitorsMatchConfigPrometheus(t *testing.T) {
 	monitors := func(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
-		return slices.DeleteFunc(objs, func(o *unstructured.Unstructured) bool { return o.GetKind() != "PodMonitor" })
+		return slices.DeleteFunc(objs, func(o *unstructured.Unstructured) bool {
+			return o.GetKind() != "PodMonitor" && !strings.HasPrefix(o.GetName(), "warmer-metrics-scraper")
+		})
 	}
 	if n := len(monitors(helmTemplate(t, namespace))); n != 0 {
 		t.Errorf("the default values render %d PodMonitors, want none (podMonitor.enabled is off by default)", n)
@@ -310,4 +313,21 @@ func TestChartPullSecretsClusterWide(t *testing.T) {
 	if _, err := templateOutput(t, namespace, "--set", "pullSecrets.readScope=everywhere"); err == nil || !strings.Contains(err.Error(), "want namespaces or cluster") {
 		t.Errorf("readScope=everywhere: %v, want the chart to refuse it", err)
 	}
+}
+
+// TestChartNetworkPolicyMatchesComponent checks that networkPolicy.enabled
+// renders the NetworkPolicy config/components/metrics-network-policy adds,
+// and that the default values render none.
+func TestChartNetworkPolicyMatchesComponent(t *testing.T) {
+	policies := func(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+		return slices.DeleteFunc(objs, func(o *unstructured.Unstructured) bool { return o.GetKind() != "NetworkPolicy" })
+	}
+	if n := len(policies(helmTemplate(t, namespace))); n != 0 {
+		t.Errorf("the default values render %d NetworkPolicies, want none", n)
+	}
+	want := policies(kustomizeWith(t, "default", "components/metrics-network-policy"))
+	if len(want) != 1 {
+		t.Fatalf("config/components/metrics-network-policy adds %d NetworkPolicies, want 1", len(want))
+	}
+	compare(t, "config/default with metrics-network-policy", want, policies(helmTemplate(t, namespace, "--set", "networkPolicy.enabled=true")))
 }

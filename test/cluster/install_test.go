@@ -67,6 +67,7 @@ func TestKustomizeInstall(t *testing.T) {
 	// Each leaves the install running and its ImageWarms Ready; the last
 	// one rolls it to another image.
 	t.Run("AgentToken", testAgentToken)
+	t.Run("ControllerMetrics", testControllerMetrics)
 	t.Run("RootFilesystems", testRootFilesystems)
 	t.Run("OneWarmedEvent", testOneWarmedEvent)
 	t.Run("StartsServed", testStartsServed)

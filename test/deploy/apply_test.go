@@ -22,12 +22,15 @@ var defaultObjects = []string{
 	"ClusterRole/warmer-agent-startup-taint",
 	"ClusterRole/warmer-controller",
 	"ClusterRole/warmer-controller-images-from",
+	"ClusterRole/warmer-controller-metrics-auth",
 	"ClusterRole/warmer-controller-pull-secrets",
+	"ClusterRole/warmer-metrics-reader",
 	"ClusterRoleBinding/warmer-agent",
 	"ClusterRoleBinding/warmer-agent-kubelet-stats",
 	"ClusterRoleBinding/warmer-agent-startup-taint",
 	"ClusterRoleBinding/warmer-controller",
 	"ClusterRoleBinding/warmer-controller-images-from",
+	"ClusterRoleBinding/warmer-controller-metrics-auth",
 	"ConfigMap/warmer-admission",
 	"CustomResourceDefinition/imagewarms.warmer.dev",
 	"CustomResourceDefinition/nodewarms.warmer.dev",
@@ -109,12 +112,14 @@ func TestApply(t *testing.T) {
 }
 
 // TestPrometheusOverlay checks that config/prometheus is config/default
-// plus a PodMonitor for each role. It is not applied: that needs the
+// plus a PodMonitor for each role and the identity the controller's
+// scrapes with. It is not applied: that needs the
 // Prometheus Operator's CRDs.
 func TestPrometheusOverlay(t *testing.T) {
 	got := ids(render(t, "prometheus"))
 	slices.Sort(got)
-	want := append(slices.Clone(defaultObjects), "PodMonitor/warmer-agent", "PodMonitor/warmer-controller")
+	want := append(slices.Clone(defaultObjects), "PodMonitor/warmer-agent", "PodMonitor/warmer-controller",
+		"ServiceAccount/warmer-metrics-scraper", "Secret/warmer-metrics-scraper-token", "ClusterRoleBinding/warmer-metrics-scraper")
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Errorf("config/prometheus renders\n  %v\nwant\n  %v", got, want)

@@ -1,14 +1,20 @@
 package deploy
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/build"
 )
 
 // movedNamespace is where TestPoliciesInAnotherNamespace installs warmer.
@@ -49,4 +55,32 @@ func TestPoliciesInAnotherNamespace(t *testing.T) {
 			msg: "the agent on node node-a may change only Node node-a, not node-b"},
 		{name: "remove the startup taint from its Node", want: allowed, do: untaint(ownNode, nil)},
 	})
+	checkMovedReferences(t, cp)
+}
+
+// checkMovedReferences checks what names warmer's namespace outside
+// metadata, which kustomize's namespace transformer alone would leave:
+// the ImageWarm policies' parameters are found in the moved namespace (an
+// ImageWarm is admitted, not refused for want of them), and the agents'
+// FlowSchema matches the moved agent.
+func checkMovedReferences(t *testing.T, cp *testbed.ControlPlane) {
+	t.Helper()
+	ctx := context.Background()
+	if err := cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-moved"}}); err != nil {
+		t.Fatal(err)
+	}
+	testbed.Eventually(t, time.Minute, "an ImageWarm admitted with the moved install's parameters", func() error {
+		return cp.Client.Create(ctx, build.ImageWarm("team-moved", "probe", build.Images("nginx:1.27")), client.DryRunAll)
+	})
+	var fs flowcontrolv1.FlowSchema
+	if err := cp.Client.Get(ctx, client.ObjectKey{Name: "warmer-agents"}, &fs); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range fs.Spec.Rules {
+		for _, s := range r.Subjects {
+			if s.ServiceAccount == nil || s.ServiceAccount.Namespace != movedNamespace {
+				t.Errorf("FlowSchema warmer-agents subject %+v: want the ServiceAccount of %s", s, movedNamespace)
+			}
+		}
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -119,6 +120,10 @@ func TestAgentPermissions(t *testing.T) {
 		// it answers /stats/summary, which the disk guard reads.
 		{name: "read its kubelet's stats", want: allowed, do: kubeletAllows(cp.Client, ownNode, "stats")},
 		{name: "use its kubelet's proxy (exec, logs, anything)", want: forbiddenByRBAC, do: kubeletAllows(cp.Client, ownNode, "proxy")},
+		// Its /metrics is plain (docs/security.md): no node may ask
+		// whose a token is or what RBAC lets someone do.
+		{name: "review a token", want: forbiddenByRBAC, do: createTokenReview},
+		{name: "review an access", want: forbiddenByRBAC, do: createAccessReview},
 	})
 
 	// A token that is not bound to a Pod on a node carries no node name:
@@ -235,7 +240,26 @@ func TestControllerPermissions(t *testing.T) {
 			return c.Create(ctx, newCoreEvent(systemNamespace))
 		}},
 		{name: "record an event in another namespace", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error { return c.Create(ctx, newEvent(teamNamespace)) }},
+		// Authenticated /metrics (--metrics-secure): whose a scraper's
+		// token is, and whether they may get /metrics.
+		{name: "review a token", want: allowed, do: createTokenReview},
+		{name: "review an access", want: allowed, do: createAccessReview},
 	})
+}
+
+// createTokenReview asks who a (made-up) token belongs to, as the
+// authenticated /metrics does for each scrape.
+func createTokenReview(ctx context.Context, c client.WithWatch) error {
+	return c.Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: "not-a-token"}})
+}
+
+// createAccessReview asks whether a user may get /metrics, as the
+// authenticated /metrics does for each scrape.
+func createAccessReview(ctx context.Context, c client.WithWatch) error {
+	return c.Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User:                  "system:serviceaccount:monitoring:prometheus",
+		NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: "/metrics", Verb: "get"},
+	}})
 }
 
 // kubeletAllows asks the API server, as a kubelet with webhook

@@ -33,6 +33,8 @@ import (
 const (
 	ns   = testbed.SystemNamespace
 	node = "node-1"
+	// saTokenFile is where a Pod finds its service account's token.
+	saTokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 )
 
 // TestPrometheusScrapesAgent warms two images on one node and asks a real
@@ -44,7 +46,7 @@ func TestPrometheusScrapesAgent(t *testing.T) {
 	// The fleet installs warmer's namespace (ns) with its service accounts.
 	f := testbed.StartFleet(t, map[string]map[string]string{node: {"pool": "mon"}}, testbed.FleetOptions{})
 	stand := standIns(t, f)
-	prom := testbed.StartPrometheus(t, promConfig(t, discover(t, f)))
+	prom := testbed.StartPrometheus(t, promConfig(t, discover(t, f), f.CP.ScraperToken(t, true)))
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("prometheus log:\n%s", prom.Log(40))
@@ -130,8 +132,11 @@ func standIns(t *testing.T, f *testbed.Fleet) map[string]string {
 
 // promConfig is the documented scrape jobs with their Kubernetes discovery
 // replaced by the file sdFile (see the package comment), and a 1 s interval
-// so the test is quick. Relabelling is left exactly as documented.
-func promConfig(t *testing.T, sdFile string) string {
+// so the test is quick. Relabelling, scheme and TLS are left exactly as
+// documented; a job reading the Pod's service-account token reads token
+// instead, a token of a service account bound to warmer-metrics-reader as
+// the guide says to bind Prometheus's.
+func promConfig(t *testing.T, sdFile, token string) string {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(testbed.RepoRoot(t), "config", "prometheus", "scrape-configs.yaml"))
 	if err != nil {
@@ -139,6 +144,10 @@ func promConfig(t *testing.T, sdFile string) string {
 	}
 	var cfg map[string]any
 	if err := yaml.Unmarshal(raw, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	jobs, _ := cfg["scrape_configs"].([]any)
@@ -153,6 +162,12 @@ func promConfig(t *testing.T, sdFile string) string {
 		}
 		delete(job, "kubernetes_sd_configs")
 		job["file_sd_configs"] = []any{map[string]any{"files": []any{sdFile}}}
+		if auth, ok := job["authorization"].(map[string]any); ok {
+			if auth["credentials_file"] != saTokenFile {
+				t.Fatalf("job %v reads its token from %v, want the Pod's service-account token %s", job["job_name"], auth["credentials_file"], saTokenFile)
+			}
+			auth["credentials_file"] = tokenFile
+		}
 	}
 	cfg["global"] = map[string]any{"scrape_interval": "1s", "evaluation_interval": "1s"}
 	cfg["rule_files"] = []any{filepath.Join(testbed.RepoRoot(t), "config", "prometheus", "rules.yaml")}

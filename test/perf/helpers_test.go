@@ -225,13 +225,17 @@ func startAgentIn(b *testing.B, cg *testbed.MemoryCgroup, cp *testbed.ControlPla
 }
 
 // startController runs the built warmer controller with production
-// defaults, leader election included, and returns its /metrics address once
+// defaults, leader election included (its /metrics plain), and returns its /metrics address once
 // it leads.
 func startController(b *testing.B, cp *testbed.ControlPlane, bin string) string {
 	b.Helper()
 	metrics := fmt.Sprintf("127.0.0.1:%d", testbed.FreePort(b))
 	p := testbed.StartProcess(b, "controller", bin, "controller", "--kubeconfig", cp.ControllerKubeconfig(b),
-		"--leader-election-namespace", testbed.SystemNamespace, "--metrics-bind-address", metrics, "--health-probe-bind-address", "0")
+		"--leader-election-namespace", testbed.SystemNamespace, "--metrics-bind-address", metrics, "--health-probe-bind-address", "0",
+		// Scraped often while measured: a TokenReview and a
+		// SubjectAccessReview per scrape would add to the API load
+		// the benchmarks count.
+		"--metrics-secure=false")
 	b.Cleanup(func() {
 		if b.Failed() {
 			b.Logf("controller log:\n%s", p.Log(40))

@@ -154,3 +154,32 @@ func TestPreloadedImagesAlwaysVerify(t *testing.T) {
 		t.Errorf("%s = %v, want a call for each namespace at least", pullCalls, n)
 	}
 }
+
+// TestPrivatePullOutlivesItsWarm: an image the agent pulled with team-a's
+// secret, whose ImageWarm was then deleted, is still not preloaded after
+// the agent restarts with no proof of it left (its NodeWarm entry went with
+// the ImageWarm, its memory with the restart): the runtime's mark says
+// the agent's pull brought it, so team-b, without credentials, is
+// Unauthorized rather than given team-a's image as present.
+func TestPrivatePullOutlivesItsWarm(t *testing.T) {
+	b := startPreloadBed(t)
+	own := strings.Replace(b.regs.Auth.PushRandom(t, "private/gone:v1", testbed.ImageOptions{LayerSize: 128 << 10}).Ref,
+		b.regs.Auth.Host, b.proxy.Host, 1)
+	w := warmWith(nsA, "own", b.secret, own)
+	b.f.Create(t, w)
+	waitReady(t, b.f, nsA, "own")
+	if err := b.f.CP.Client.Delete(context.Background(), w); err != nil {
+		t.Fatal(err)
+	}
+	testbed.Eventually(t, time.Minute, "team-a's entry gone from the report", func() error {
+		if e, err := b.entry(own, nsA); err == nil {
+			return fmt.Errorf("still reported: %+v", e)
+		}
+		return nil
+	})
+	n := b.f.Nodes[node]
+	n.Agent.Stop()
+	n.RestartAgent(t)
+	b.f.Create(t, build.ImageWarm(nsB, "freeloader", build.Images(own)))
+	waitReason(t, b.f, nsB, "freeloader", own, "Unauthorized")
+}

@@ -307,7 +307,7 @@ func everythingWarmerShows(t *testing.T, f *testbed.Fleet) map[string]string {
 		out[what] = string(b)
 	}
 	out["the agent's /metrics"] = scrape(t, n.Metrics)
-	out["the controller's /metrics"] = scrape(t, flagOf(t, f.Controller.Pid(), "--metrics-bind-address"))
+	out["the controller's /metrics"] = f.ScrapeController(t)
 	return out
 }
 

@@ -26,8 +26,11 @@ type Fleet struct {
 	Nodes map[string]*Node
 	// Controller is the warmer controller process.
 	Controller *Process
-	// ControllerMetrics is the host:port of the controller's /metrics.
-	ControllerMetrics string
+	// ControllerMetrics is the host:port of the controller's /metrics,
+	// served over ControllerMetricsScheme: https, to authenticated
+	// scrapers only, as shipped (ScrapeController reads it).
+	ControllerMetrics       string
+	ControllerMetricsScheme string
 	// AgentSettings and ControllerSettings are what the agents and the
 	// controller run with; tests derive their waits from them.
 	AgentSettings      AgentSettings
@@ -165,13 +168,15 @@ func (f *Fleet) StartController(t TB) *Process {
 		f.ControllerSettings = DefaultController
 	}
 	kubeconfig := f.CP.ControllerKubeconfig(t)
+	var args []string
 	p, metrics, _ := startListening(t, "controller", func(metrics, probe string) []string {
-		args := append([]string{f.Bin, "controller", "--kubeconfig", kubeconfig,
+		args = append([]string{f.Bin, "controller", "--kubeconfig", kubeconfig,
 			"--leader-election-namespace", SystemNamespace,
 			"--metrics-bind-address", metrics, "--health-probe-bind-address", probe}, f.ControllerSettings.Flags()...)
-		return append(args, f.opts.ControllerFlags...)
+		args = append(args, f.opts.ControllerFlags...)
+		return args
 	})
-	f.ControllerMetrics = metrics
+	f.ControllerMetrics, f.ControllerMetricsScheme = metrics, metricsScheme(args)
 	return p
 }
 
@@ -183,8 +188,9 @@ func startListening(t TB, name string, argv func(metrics, probe string) []string
 	t.Helper()
 	for attempt := 1; ; attempt++ {
 		metrics, probe = fmt.Sprintf("127.0.0.1:%d", FreePort(t)), fmt.Sprintf("127.0.0.1:%d", FreePort(t))
-		p = StartProcess(t, name, argv(metrics, probe)...)
-		err := waitListening(p, "http://"+metrics+"/metrics", "http://"+probe+"/healthz")
+		args := argv(metrics, probe)
+		p = StartProcess(t, name, args...)
+		err := waitListening(p, metricsScheme(args), metrics, probe)
 		if err == nil {
 			return p, metrics, probe
 		}
@@ -194,24 +200,32 @@ func startListening(t TB, name string, argv func(metrics, probe string) []string
 	}
 }
 
-// waitListening polls urls until each answers 200 or the process exits.
-func waitListening(p *Process, urls ...string) error {
+// waitListening polls the process's /metrics, served over scheme, and its
+// /healthz until each answers or the process exits.
+func waitListening(p *Process, scheme, metrics, probe string) error {
 	deadline := time.Now().Add(60 * time.Second)
 	c := http.Client{Timeout: 2 * time.Second}
-	for _, u := range urls {
+	for _, u := range []string{"metrics", "healthz"} {
 		for {
 			if p.Exited() {
-				return fmt.Errorf("exited before %s answered", u)
+				return fmt.Errorf("exited before its /%s answered", u)
 			}
-			resp, err := c.Get(u)
-			if err == nil {
-				_ = resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					break
+			var status int
+			var err error
+			if u == "metrics" {
+				status, _, err = GetMetrics(scheme, metrics, "")
+			} else {
+				var resp *http.Response
+				if resp, err = c.Get("http://" + probe + "/healthz"); err == nil {
+					status = resp.StatusCode
+					_ = resp.Body.Close()
 				}
 			}
+			if err == nil && (u == "healthz" && status == http.StatusOK || u == "metrics" && metricsAnswers(scheme, status)) {
+				break
+			}
 			if time.Now().After(deadline) {
-				return fmt.Errorf("%s not answering before the deadline", u)
+				return fmt.Errorf("/%s not answering before the deadline", u)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}

@@ -57,6 +57,9 @@ type Input struct {
 	Taint TaintInput
 	// Pins is the runtime's pinning, as the shell found it.
 	Pins PinView
+	// Marks are the runtime's marks of images pulled with pull secrets
+	// (marks.go).
+	Marks MarkView
 	// ContentUnable says why the engine cannot see the bytes of pulls
 	// (no content store); empty when it can.
 	ContentUnable string
@@ -108,6 +111,8 @@ type Output struct {
 	Next time.Duration
 	// Pins and Unpins are the image names to pin and unpin, in order.
 	Pins, Unpins []string
+	// Marks are the image names to mark as pulled with pull secrets.
+	Marks []string
 	// State is what the next pass needs to remember.
 	State State
 	// RemoveTaint asks the shell to remove the node's startup taint.
@@ -323,6 +328,7 @@ func Decide(in Input) Output {
 	p.warmed(complete)
 	p.failureEvents()
 	p.unpins()
+	p.marks()
 	p.levelEvent()
 	p.out.Status = p.finishStatus(st)
 	p.out.pass = applyContext{desired: in.Desired, pins: in.Pins, pinTally: p.pinTally, now: in.Now}

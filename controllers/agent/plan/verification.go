@@ -168,17 +168,22 @@ func (p *planner) indexOwners() {
 
 // preloaded says whether the listed image came to the node by other means
 // than this agent's pulls: the agent holds no proof of it under any
-// credentials, and no pull of the reference is under way or done in the
-// engine. It is decided when the agent first sees the image and kept while
-// the runtime lists it, so an image that arrives during one of the agent's
-// pulls is never preloaded.
+// credentials, the runtime carries no mark of such a pull (marks.go), and
+// no pull of the reference is under way or done in the engine. It is
+// decided when the agent first sees the image and kept while the runtime
+// lists it, so an image that arrives during one of the agent's pulls is
+// never preloaded.
 func (p *planner) preloaded(w *wantedImage, listing pull.PresentImage) bool {
 	if was, ok := p.in.State.preloaded[listing.ID]; ok {
 		p.out.State.preloaded[listing.ID] = was
 		return was
 	}
+	if p.in.Marks.unknown() {
+		return false // decided in a pass that can read the marks
+	}
 	eng, known := p.in.Engine[w.refKey]
-	is := len(p.owned.of(listing)) == 0 && (!known || (eng.State != pull.StateQueued && eng.State != pull.StatePulling && eng.Last == nil))
+	is := len(p.owned.of(listing)) == 0 && !p.in.Marks.marked(listing) &&
+		(!known || (eng.State != pull.StateQueued && eng.State != pull.StatePulling && eng.Last == nil))
 	if listing.ID != "" {
 		p.out.State.preloaded[listing.ID] = is
 	}
