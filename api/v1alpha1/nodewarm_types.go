@@ -209,8 +209,8 @@ type CredentialKey struct {
 	// publicKey is the KEM's serialised public key: 32 bytes for X25519
 	// (44 characters of base64).
 	// +required
-	// +kubebuilder:validation:MinLength=44
 	// +kubebuilder:validation:MaxLength=44
+	// +kubebuilder:validation:XValidation:rule="size(self) == 32",message="an X25519 public key is 32 bytes"
 	PublicKey []byte `json:"publicKey"`
 }
 
