@@ -188,9 +188,12 @@ func testNodeWarm(t *testing.T, cp *testbed.ControlPlane) {
 func testCredentialKeyStatus(t *testing.T, cp *testbed.ControlPlane, nw *warmv1.NodeWarm) {
 	ctx := context.Background()
 	nw.Status.CredentialProviders = nil
-	nw.Status.CredentialKey = &warmv1.CredentialKey{KEM: warmv1.KEMX25519, PublicKey: make([]byte, 32)}
-	if err := cp.Client.Status().Update(ctx, nw); err != nil {
-		t.Fatalf("writing credentialKey: %v", err)
+	// Every byte value, "+" and "/" in the base64 included.
+	for _, key := range [][]byte{make([]byte, 32), []byte(strings.Repeat("\xfb\xff", 16)), []byte("0123456789abcdefghijklmnopqrstuv")} {
+		nw.Status.CredentialKey = &warmv1.CredentialKey{KEM: warmv1.KEMX25519, PublicKey: key}
+		if err := cp.Client.Status().Update(ctx, nw); err != nil {
+			t.Fatalf("writing credentialKey %x: %v", key, err)
+		}
 	}
 	for name, bad := range map[string]warmv1.CredentialKey{
 		"KEM P-256 (16)":  {KEM: 16, PublicKey: make([]byte, 32)},

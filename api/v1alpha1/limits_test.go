@@ -9,7 +9,6 @@ import (
 	"os"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -192,22 +191,20 @@ func salted(n, salt int, zero byte, base int) []byte {
 	return v
 }
 
-// exactBytes is a CEL rule fixing the size of a bytes field.
-var exactBytes = regexp.MustCompile(`^size\(self\) == (\d+)$`)
-
 // longestBytes is the longest base64 a bytes field admits: as many bytes
-// as a rule fixes, else as fit in maxLength.
+// as fit in maxLength and match its pattern, if it has one.
 func longestBytes(t testing.TB, s apiextv1.JSONSchemaProps, path string) string {
 	if s.MaxLength == nil {
 		t.Fatalf("%s: bytes without maxLength have no largest size", path)
 	}
-	n := int(*s.MaxLength) / 4 * 3
-	for _, r := range s.XValidations {
-		if m := exactBytes.FindStringSubmatch(r.Rule); m != nil {
-			n, _ = strconv.Atoi(m[1])
+	for n := int(*s.MaxLength) / 4 * 3; n > 0; n-- {
+		v := base64.StdEncoding.EncodeToString(make([]byte, n))
+		if len(v) <= int(*s.MaxLength) && (s.Pattern == "" || regexp.MustCompile(s.Pattern).MatchString(v)) {
+			return v
 		}
 	}
-	return base64.StdEncoding.EncodeToString(make([]byte, n))
+	t.Fatalf("%s: no bytes fit", path)
+	return ""
 }
 
 // longestInteger is the integer s admits that takes the most digits.

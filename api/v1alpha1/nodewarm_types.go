@@ -207,10 +207,13 @@ type CredentialKey struct {
 	// +kubebuilder:validation:Enum=32
 	KEM int32 `json:"kem"`
 	// publicKey is the KEM's serialised public key: 32 bytes for X25519
-	// (44 characters of base64).
+	// (44 characters of base64). The pattern admits exactly 32 bytes; a
+	// CEL size() rule cannot be used, as the API server's CEL decodes
+	// format byte as URL-safe base64 and refuses a "+" in valid input.
 	// +required
+	// +kubebuilder:validation:MinLength=44
 	// +kubebuilder:validation:MaxLength=44
-	// +kubebuilder:validation:XValidation:rule="size(self) == 32",message="an X25519 public key is 32 bytes"
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=$`
 	PublicKey []byte `json:"publicKey"`
 }
 
