@@ -180,6 +180,33 @@ func testNodeWarm(t *testing.T, cp *testbed.ControlPlane) {
 		t.Fatalf("want a rejected state naming status.images[0].state, got %v", err)
 	}
 	testCredentialProvidersStatus(t, cp, nw)
+	testCredentialKeyStatus(t, cp, nw)
+}
+
+// testCredentialKeyStatus: an X25519 key is kept; another KEM, or a key
+// of another size, is refused with the field named.
+func testCredentialKeyStatus(t *testing.T, cp *testbed.ControlPlane, nw *warmv1.NodeWarm) {
+	ctx := context.Background()
+	nw.Status.CredentialProviders = nil
+	// Every byte value, "+" and "/" in the base64 included.
+	for _, key := range [][]byte{make([]byte, 32), []byte(strings.Repeat("\xfb\xff", 16)), []byte("0123456789abcdefghijklmnopqrstuv")} {
+		nw.Status.CredentialKey = &warmv1.CredentialKey{KEM: warmv1.KEMX25519, PublicKey: key}
+		if err := cp.Client.Status().Update(ctx, nw); err != nil {
+			t.Fatalf("writing credentialKey %x: %v", key, err)
+		}
+	}
+	for name, bad := range map[string]warmv1.CredentialKey{
+		"KEM P-256 (16)":  {KEM: 16, PublicKey: make([]byte, 32)},
+		"a 31-byte key":   {KEM: warmv1.KEMX25519, PublicKey: make([]byte, 31)},
+		"a 1216-byte key": {KEM: warmv1.KEMX25519, PublicKey: make([]byte, 1216)},
+		"no key":          {KEM: warmv1.KEMX25519},
+	} {
+		nw.Status.CredentialKey = &bad
+		err := cp.Client.Status().Update(ctx, nw)
+		if err == nil || !strings.Contains(err.Error(), "status.credentialKey") {
+			t.Errorf("%s: want a refusal naming status.credentialKey, got %v", name, err)
+		}
+	}
 }
 
 // testCredentialProvidersStatus: provider names are kept, and too many or

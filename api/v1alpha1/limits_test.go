@@ -2,6 +2,7 @@ package v1alpha1_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -135,6 +136,8 @@ func (m *maximizer) str(s apiextv1.JSONSchemaProps, path string, salt int) strin
 		return longest
 	case s.Format == "date-time":
 		return "2026-11-23T08:46:21Z" // metav1.Time: always 20 characters
+	case s.Format == "byte":
+		return longestBytes(m.t, s, path)
 	case s.MaxLength == nil:
 		m.t.Fatalf("%s: a string without maxLength has no largest size", path)
 	}
@@ -188,8 +191,34 @@ func salted(n, salt int, zero byte, base int) []byte {
 	return v
 }
 
+// longestBytes is the longest base64 a bytes field admits: as many bytes
+// as fit in maxLength and match its pattern, if it has one.
+func longestBytes(t testing.TB, s apiextv1.JSONSchemaProps, path string) string {
+	if s.MaxLength == nil {
+		t.Fatalf("%s: bytes without maxLength have no largest size", path)
+	}
+	for n := int(*s.MaxLength) / 4 * 3; n > 0; n-- {
+		v := base64.StdEncoding.EncodeToString(make([]byte, n))
+		if len(v) <= int(*s.MaxLength) && (s.Pattern == "" || regexp.MustCompile(s.Pattern).MatchString(v)) {
+			return v
+		}
+	}
+	t.Fatalf("%s: no bytes fit", path)
+	return ""
+}
+
 // longestInteger is the integer s admits that takes the most digits.
 func longestInteger(s apiextv1.JSONSchemaProps) int64 {
+	if len(s.Enum) > 0 {
+		var longest int64
+		for _, e := range s.Enum {
+			var v int64
+			if err := json.Unmarshal(e.Raw, &v); err == nil && len(fmt.Sprint(v)) >= len(fmt.Sprint(longest)) {
+				longest = v
+			}
+		}
+		return longest
+	}
 	lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
 	if s.Format == "int32" {
 		lo, hi = math.MinInt32, math.MaxInt32

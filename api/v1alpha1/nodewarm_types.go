@@ -195,6 +195,29 @@ type PullProgress struct {
 	SecondsLeft *int64 `json:"secondsLeft,omitempty"`
 }
 
+// KEMX25519 is the HPKE KEM identifier (RFC 9180) of DHKEM(X25519,
+// HKDF-SHA256), the one KEM credential keys use.
+const KEMX25519 = 0x0020
+
+// CredentialKey is an agent's HPKE public key (RFC 9180): the controller
+// seals the node's pull credentials to it, and only the agent holding
+// the private key opens them.
+type CredentialKey struct {
+	// kem is the HPKE KEM identifier: 32, DHKEM(X25519, HKDF-SHA256).
+	// +required
+	// +kubebuilder:validation:Enum=32
+	KEM int32 `json:"kem"`
+	// publicKey is the KEM's serialised public key: 32 bytes for X25519
+	// (44 characters of base64). The pattern admits exactly 32 bytes; a
+	// CEL size() rule cannot be used, as the API server's CEL decodes
+	// format byte as URL-safe base64 and refuses a "+" in valid input.
+	// +required
+	// +kubebuilder:validation:MinLength=44
+	// +kubebuilder:validation:MaxLength=44
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=$`
+	PublicKey []byte `json:"publicKey"`
+}
+
 // NodeWarmStatus is one node agent's report.
 type NodeWarmStatus struct {
 	// runtime is the node's container runtime.
@@ -211,6 +234,14 @@ type NodeWarmStatus struct {
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:items:MaxLength=253
 	CredentialProviders []string `json:"credentialProviders,omitempty"`
+	// credentialKey is the public key the controller seals this node's
+	// pull credentials to (its credential bundle, docs/security.md). The
+	// agent makes the key pair when it starts and keeps the private key
+	// in memory only; only the node's own agent may set it (the
+	// warmer-agent-own-nodewarm admission policy). Empty until the agent
+	// has published one.
+	// +optional
+	CredentialKey *CredentialKey `json:"credentialKey,omitempty"`
 	// conditions describe the agent: RuntimeReady, DiskPressure, Pinning,
 	// Yielding, PullProgress, StartupTaint, and ImagesListed and
 	// WarmsListed while the images or warms lists are cut (eight types:

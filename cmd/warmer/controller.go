@@ -74,7 +74,7 @@ func (f *controllerFlags) bind(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.minWriteInterval, "min-status-interval", time.Second, "Least time between two progress writes of one ImageWarm's status; a settled result (no node pulling or yet to report) is written at once, and the last state always is.")
 	fs.StringSliceVar(&f.imagesFromKinds, "images-from-kinds", kindNames(warmv1.WorkloadKinds),
 		"Workload kinds the controller lists and watches, cluster-wide, for ImageWarms' spec.imagesFrom; \"none\" watches none (its RBAC rules can then go). An ImageWarm reading another kind gets ImagesResolved False, reason KindsNotWatched.")
-	fs.DurationVar(&f.secretResync, "pull-secret-resync", pullsecrets.DefaultResync, "How often each pull secret an ImageWarm names is read again, so its copy in --pull-secret-namespace follows a rotated or deleted source; a new name is copied at once.")
+	fs.DurationVar(&f.secretResync, "pull-secret-resync", pullsecrets.DefaultResync, "How often each pull secret an ImageWarm names is read again, so the nodes' credential bundles in --pull-secret-namespace follow a rotated or deleted source (Secrets are not watched); a new name, node key or ImageWarm is sealed at once.")
 	f.lease.bind(fs)
 	f.commonFlags.bind(fs, ":8080", ":8081", true)
 }
@@ -169,9 +169,9 @@ func runController(args []string, help io.Writer) error {
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the controller: %w", err)
 	}
-	copier := &pullsecrets.Copier{Namespace: f.secretNamespace, Resync: f.secretResync, Clock: binaryClock}
-	if err := copier.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("setting up the pull secret copier: %w", err)
+	bundler := &pullsecrets.Bundler{Namespace: f.secretNamespace, Resync: f.secretResync, Clock: binaryClock}
+	if err := bundler.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the credential bundles: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
@@ -184,7 +184,7 @@ func runController(args []string, help io.Writer) error {
 }
 
 // controllerCache is the controller's cache: the workload kinds it
-// watches, of Secrets only the copies in its namespace, and of Pods only
+// watches, of Secrets only the credential bundles in its namespace, and of Pods only
 // the agents' in theirs.
 func controllerCache(kinds []warmv1.WorkloadKind, secretNamespace, agentNamespace string) cache.Options {
 	opts := imagewarm.CacheOptions(kinds)

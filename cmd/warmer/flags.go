@@ -16,7 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/warmer-dev/warmer/internal/secretcopy"
+	"github.com/warmer-dev/warmer/internal/credbundle"
 )
 
 // commonFlags are the flags both roles take.
@@ -28,7 +28,7 @@ type commonFlags struct {
 	metricsSecure bool
 	probeAddr     string
 	pprofAddr     string
-	// secretNamespace holds the controller's copies of pull secrets.
+	// secretNamespace holds the nodes' credential bundles.
 	secretNamespace string
 	zap             zap.Options
 }
@@ -40,8 +40,8 @@ func (c *commonFlags) bind(fs *pflag.FlagSet, metricsDefault, probeDefault strin
 		"Serve /metrics over HTTPS (a self-signed certificate made at start) to scrapers whose bearer token the API server accepts and lets get the non-resource URL /metrics (TokenReview and SubjectAccessReview, which the process's identity must be allowed to create); false serves plain HTTP to anyone who can reach the port.")
 	fs.StringVar(&c.probeAddr, "health-probe-bind-address", probeDefault, "Address /healthz and /readyz listen on; \"0\" turns them off.")
 	fs.StringVar(&c.pprofAddr, "pprof-bind-address", "0", "Address Go's /debug/pprof profiles listen on, for performance work; \"0\" (the default) turns them off.")
-	fs.StringVar(&c.secretNamespace, "pull-secret-namespace", cmp.Or(os.Getenv("POD_NAMESPACE"), secretcopy.DefaultNamespace),
-		"Namespace where the controller keeps its copies of the pull secrets ImageWarms name, and the only one whose Secrets the agents read (default $POD_NAMESPACE, from the downward API in the shipped manifests, else warmer-system).")
+	fs.StringVar(&c.secretNamespace, "pull-secret-namespace", cmp.Or(os.Getenv("POD_NAMESPACE"), credbundle.DefaultNamespace),
+		"Namespace where the controller keeps each node's sealed credential bundle (the pull secrets of the ImageWarms that select the node), and the only one whose Secrets the agents read, each only its own node's bundle (default $POD_NAMESPACE, from the downward API in the shipped manifests, else warmer-system).")
 	// controller-runtime binds its zap flags on a standard flag set only.
 	zfs := flag.NewFlagSet("zap", flag.ContinueOnError)
 	c.zap.BindFlags(zfs)

@@ -11,8 +11,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,7 +28,7 @@ import (
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/controllers/agent/plan"
-	"github.com/warmer-dev/warmer/internal/secretcopy"
+	"github.com/warmer-dev/warmer/internal/credbundle"
 	"github.com/warmer-dev/warmer/pkg/pullengine"
 )
 
@@ -59,13 +61,19 @@ type NodeAgent struct {
 	// Client reads ImageWarms, the Node and the NodeWarm from the cache
 	// and writes the NodeWarm.
 	Client client.Client
-	// APIReader reads the copies of pull secrets and the NodeWarm without
-	// a cache: the agent may get, but never list or watch, Secrets.
+	// APIReader reads the node's credential bundle and the NodeWarm
+	// without a cache: the agent may get, but never list or watch,
+	// Secrets.
 	APIReader client.Reader
 	// SecretNamespace is warmer's namespace, where the controller keeps
-	// the copies of the pull secrets ImageWarms name; the agent reads no
-	// Secret elsewhere. Empty means secretcopy.DefaultNamespace.
+	// each node's credential bundle; the agent reads no Secret elsewhere,
+	// and there only its own node's. Empty means
+	// credbundle.DefaultNamespace.
 	SecretNamespace string
+	// CredentialKey is the key pair the node's bundle is sealed to; its
+	// public half goes in the NodeWarm. nil makes one when the agent
+	// starts: it lives in memory only (internal/credbundle).
+	CredentialKey *credbundle.KeyPair
 	// Engine pulls the images; Listener must be given to it as its
 	// listener.
 	Engine Engine
@@ -167,12 +175,12 @@ type carried struct {
 	report reportState
 	// served counts the starts warming served (served.go).
 	served served
-	// copyMissing is when each pull secret's copy was first found
-	// missing (secrets.go).
-	copyMissing map[types.NamespacedName]time.Time
 	// fleetPulling is how many nodes pull fleet-wide, from the cached
 	// ImageWarms' status (plan.FleetPulling): the pace of bytes.
 	fleetPulling int64
+	// creds is the node's bundle as last opened, and when each pull
+	// secret was first found missing from it (secrets.go).
+	creds heldCredentials
 }
 
 // Listener is what the engine reports pulls to. It only queues them for
@@ -189,6 +197,11 @@ func (a *NodeAgent) init() {
 	}
 	if a.Clock == nil {
 		a.Clock = clock.RealClock{}
+	}
+	if a.CredentialKey == nil {
+		k, err := credbundle.NewKeyPair()
+		utilruntime.Must(err) // the system's random source failing
+		a.CredentialKey = k
 	}
 	a.trigger = make(chan event.GenericEvent, 1)
 	a.inbox.clock, a.inbox.poke, a.inbox.pokeOnStart = a.Clock, a.poke, a.PerImageEvents
@@ -405,7 +418,8 @@ func (a *NodeAgent) gather(ctx context.Context, nw *warmv1.NodeWarm, desired pla
 	return plan.Input{
 		Now: a.Clock.Now(), ListedAt: listedAt, Desired: desired, Runtime: presence, Engine: engine,
 		Started: started, Results: results, Disk: a.Engine.DiskUsage(ctx),
-		Conditions: nw.Status.Conditions, RuntimeInfo: a.Runtime, CredentialProviders: a.CredentialProviders, Resync: a.ResyncPeriod,
+		Conditions: nw.Status.Conditions, RuntimeInfo: a.Runtime, CredentialProviders: a.CredentialProviders,
+		CredentialKey: ptr.To(a.CredentialKey.Public()), Resync: a.ResyncPeriod,
 		PerImageEvents: a.PerImageEvents, State: a.carry.plan,
 		Pins: a.pinView(ctx), Marks: a.markView(ctx), ContentUnable: a.ContentUnable, Yield: a.Engine.Yielding(),
 		ServedStarts: servedStarts, ServedByImage: servedByImage,
@@ -438,10 +452,8 @@ func (a *NodeAgent) desired(ctx context.Context, node *corev1.Node) (plan.Desire
 // events, metrics and the NodeWarm status. It returns when the next pass
 // is due.
 func (a *NodeAgent) apply(ctx context.Context, node *corev1.Node, nw *warmv1.NodeWarm, out *plan.Output) (time.Duration, error) {
-	if a.carry.copyMissing == nil {
-		a.carry.copyMissing = map[types.NamespacedName]time.Time{}
-	}
-	secrets := newSecretKeyrings(a.APIReader, cmp.Or(a.SecretNamespace, secretcopy.DefaultNamespace), a.carry.copyMissing, a.Clock.Now())
+	secrets := &secretKeyrings{reader: a.APIReader, ns: cmp.Or(a.SecretNamespace, credbundle.DefaultNamespace), node: a.NodeName,
+		key: a.CredentialKey, held: &a.carry.creds, now: a.Clock.Now(), rings: map[types.NamespacedName]*pullengine.Keyring{}}
 	reqs := make([]pullengine.Request, 0, len(out.Pulls))
 	next := out.Next
 	for _, p := range out.Pulls {

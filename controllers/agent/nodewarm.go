@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
@@ -181,6 +182,10 @@ func (a *NodeAgent) reportRuntimeDown(ctx context.Context, nw *warmv1.NodeWarm, 
 	if last == nil {
 		last = &nw.Status
 	}
-	_, err := a.maybeWrite(ctx, nw, plan.RuntimeDown(*last, cause, a.Clock.Now()))
+	status := plan.RuntimeDown(*last, cause, a.Clock.Now())
+	// A report of the agent's earlier run carries its earlier key: publish
+	// this run's, so its credentials are sealed to it while CRI is down.
+	status.CredentialKey = ptr.To(a.CredentialKey.Public())
+	_, err := a.maybeWrite(ctx, nw, status)
 	return err
 }

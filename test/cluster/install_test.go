@@ -72,6 +72,7 @@ func TestKustomizeInstall(t *testing.T) {
 	t.Run("OneWarmedEvent", testOneWarmedEvent)
 	t.Run("StartsServed", testStartsServed)
 	t.Run("PinFromPod", testPinFromPod)
+	t.Run("PrivateThroughBundle", testPrivateThroughBundle)
 	t.Run("Reinstall", func(t *testing.T) { testReinstall(t, layer) })
 	t.Run("NewImageTag", func(t *testing.T) { testNewImageTag(t, layer) })
 

@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"context"
+	"encoding/base64"
 	"testing"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -13,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
-	"github.com/warmer-dev/warmer/internal/secretcopy"
+	"github.com/warmer-dev/warmer/internal/credbundle"
 	"github.com/warmer-dev/warmer/test/testbed"
 )
 
@@ -27,7 +28,7 @@ const (
 )
 
 // createFixture creates, as admin, what the checks act on: a namespace
-// with a pull secret (and its copy) and an ImageWarm, two Nodes, and the other node's
+// with a pull secret, the nodes' credential bundles and an ImageWarm, two Nodes, and the other node's
 // NodeWarm. Admin writes to NodeWarms are not subject to the policy.
 func createFixture(t *testing.T, cp *testbed.ControlPlane) {
 	t.Helper()
@@ -42,8 +43,9 @@ func createFixture(t *testing.T, cp *testbed.ControlPlane) {
 	objs := []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: teamNamespace}},
 		secret,
-		// The controller's copy of it, as the copier would write it.
-		secretcopy.Copy(secret, systemNamespace),
+		// The nodes' bundles, as the controller would write them.
+		credbundle.Secret(systemNamespace, ownNode, "key", "inputs", []byte("sealed")),
+		credbundle.Secret(systemNamespace, otherNode, "key", "inputs", []byte("sealed")),
 		&warmv1.ImageWarm{
 			ObjectMeta: metav1.ObjectMeta{Namespace: teamNamespace, Name: warmName},
 			Spec:       warmv1.ImageWarmSpec{Images: []warmv1.ImageReference{"nginx:1.27"}},
@@ -99,6 +101,16 @@ func updateNodeWarm(admin client.Reader, name string, status bool) func(context.
 			return c.Status().Update(ctx, &nw)
 		}
 		return c.Update(ctx, &nw)
+	}
+}
+
+// patchCredentialKey merge-patches a NodeWarm's status.credentialKey as
+// c, as an agent publishes its key.
+func patchCredentialKey(name string) func(context.Context, client.WithWatch) error {
+	return func(ctx context.Context, c client.WithWatch) error {
+		nw := &warmv1.NodeWarm{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		key := base64.StdEncoding.EncodeToString(make([]byte, 32))
+		return c.Status().Patch(ctx, nw, client.RawPatch(types.MergePatchType, []byte(`{"status":{"credentialKey":{"kem":32,"publicKey":"`+key+`"}}}`)))
 	}
 }
 

@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
-	"github.com/warmer-dev/warmer/internal/secretcopy"
+	"github.com/warmer-dev/warmer/internal/credbundle"
 	"github.com/warmer-dev/warmer/test/testbed"
 )
 
@@ -60,10 +60,15 @@ func TestAgentPermissions(t *testing.T) {
 			n.Labels["warmer.dev/touched"] = "yes"
 			return c.Update(ctx, &n)
 		}},
-		// Pull secrets reach it as the controller's copies in warmer's
-		// namespace; no Secret elsewhere, named or not.
-		{name: "get a copy of a pull secret", want: allowed, do: func(ctx context.Context, c client.WithWatch) error {
-			return c.Get(ctx, types.NamespacedName{Namespace: systemNamespace, Name: copyName(pullSecret)}, &corev1.Secret{})
+		// Pull secrets reach it in its node's sealed bundle in warmer's
+		// namespace; no Secret elsewhere, named or not. RBAC cannot give
+		// each agent its own resourceNames, so another node's bundle is
+		// readable too: what it cannot do is open it (test/security).
+		{name: "get its node's credential bundle", want: allowed, do: func(ctx context.Context, c client.WithWatch) error {
+			return c.Get(ctx, types.NamespacedName{Namespace: systemNamespace, Name: credbundle.Name(ownNode)}, &corev1.Secret{})
+		}},
+		{name: "get another node's sealed bundle", want: allowed, do: func(ctx context.Context, c client.WithWatch) error {
+			return c.Get(ctx, types.NamespacedName{Namespace: systemNamespace, Name: credbundle.Name(otherNode)}, &corev1.Secret{})
 		}},
 		{name: "get a pull secret", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error {
 			return c.Get(ctx, types.NamespacedName{Namespace: teamNamespace, Name: pullSecret}, &corev1.Secret{})
@@ -71,7 +76,7 @@ func TestAgentPermissions(t *testing.T) {
 		{name: "get a secret of kube-system", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error {
 			return c.Get(ctx, types.NamespacedName{Namespace: "kube-system", Name: "bootstrap-token-abcdef"}, &corev1.Secret{})
 		}},
-		{name: "list copies", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error {
+		{name: "list bundles", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error {
 			return c.List(ctx, &corev1.SecretList{}, client.InNamespace(systemNamespace))
 		}},
 		{name: "list secrets", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error { return c.List(ctx, &corev1.SecretList{}) }},
@@ -105,6 +110,11 @@ func TestAgentPermissions(t *testing.T) {
 			msg: "the agent on node node-a may write only NodeWarm node-a, not node-c"},
 		{name: "update another node's NodeWarm's status", want: deniedByPolicy, do: updateNodeWarm(cp.Client, otherNode, true)},
 		{name: "patch another node's NodeWarm's status", want: deniedByPolicy, do: patchNodeWarmStatus(otherNode)},
+		// The key another node's credentials are sealed to: setting it
+		// would have them sealed to a key this node holds.
+		{name: "publish its own credential key", want: allowed, do: patchCredentialKey(ownNode)},
+		{name: "publish another node's credential key", want: deniedByPolicy, do: patchCredentialKey(otherNode),
+			msg: "the agent on node node-a may write only NodeWarm node-a, not node-b"},
 		{name: "update another node's NodeWarm", want: deniedByPolicy, do: updateNodeWarm(cp.Client, otherNode, false)},
 		// The kubelet asks the API server (a SubjectAccessReview) before
 		// it answers /stats/summary, which the disk guard reads.
@@ -160,6 +170,10 @@ func TestControllerPermissions(t *testing.T) {
 			return c.Delete(ctx, &warmv1.RolloutBound{ObjectMeta: metav1.ObjectMeta{Namespace: teamNamespace, Name: warmName}})
 		}},
 		{name: "update a NodeWarm's status", want: forbiddenByRBAC, do: updateNodeWarm(cp.Client, otherNode, true)},
+		// It seals to the keys agents publish; it cannot set one.
+		{name: "set a node's credential key", want: forbiddenByRBAC, do: patchCredentialKey(otherNode)},
+		// A compromised controller cannot change where Pods run.
+		{name: "patch a Node", want: forbiddenByRBAC, do: untaint(ownNode)},
 		{name: "watch Nodes' metadata", want: allowed, do: func(ctx context.Context, c client.WithWatch) error {
 			list := &metav1.PartialObjectMetadataList{}
 			list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
@@ -171,14 +185,14 @@ func TestControllerPermissions(t *testing.T) {
 			return c.Get(ctx, types.NamespacedName{Namespace: teamNamespace, Name: pullSecret}, &corev1.Secret{})
 		}},
 		{name: "list secrets", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error { return c.List(ctx, &corev1.SecretList{}) }},
-		{name: "watch the copies", want: allowed, do: func(ctx context.Context, c client.WithWatch) error {
+		{name: "watch the bundles", want: allowed, do: func(ctx context.Context, c client.WithWatch) error {
 			return watchOnce(ctx, c, &corev1.SecretList{}, client.InNamespace(systemNamespace))
 		}},
-		{name: "write a copy", want: allowed, do: func(ctx context.Context, c client.WithWatch) error {
-			return c.Create(ctx, secretcopy.Placeholder(types.NamespacedName{Namespace: teamNamespace, Name: "new"}, systemNamespace, "test"))
+		{name: "write a bundle", want: allowed, do: func(ctx context.Context, c client.WithWatch) error {
+			return c.Create(ctx, credbundle.Secret(systemNamespace, "node-new", "k", "i", []byte("sealed")))
 		}},
 		{name: "write a secret in another namespace", want: forbiddenByRBAC, do: func(ctx context.Context, c client.WithWatch) error {
-			return c.Create(ctx, secretcopy.Placeholder(types.NamespacedName{Namespace: teamNamespace, Name: "new"}, teamNamespace, "test"))
+			return c.Create(ctx, credbundle.Secret(teamNamespace, "node-new", "k", "i", []byte("sealed")))
 		}},
 		// imagesFrom: workloads are listed and watched, nothing else.
 		{name: "watch Deployments", want: allowed, do: func(ctx context.Context, c client.WithWatch) error {
@@ -272,12 +286,6 @@ func kubeletAllows(admin client.Client, node, subresource string) func(context.C
 		}
 		return apierrors.NewForbidden(schema.GroupResource{Resource: "nodes/" + subresource}, node, errors.New(sar.Status.Reason))
 	}
-}
-
-// copyName is the name of the controller's copy of a pull secret of the
-// fixture's namespace.
-func copyName(secret string) string {
-	return secretcopy.Name(types.NamespacedName{Namespace: teamNamespace, Name: secret})
 }
 
 // createRolloutBound creates the RolloutBound of the fixture's ImageWarm.

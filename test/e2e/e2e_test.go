@@ -161,8 +161,8 @@ func TestE2E(t *testing.T) {
 		}
 		start := time.Now()
 		for name, n := range f.Nodes {
-			// The controller copies the secret again within its resync,
-			// and the agent reads the copy on each pass, so both must fit
+			// The controller seals the secret again within its resync,
+			// and the agent reads its bundle on each pass, so both must fit
 			// in what is left of the back-off, or the test cannot tell.
 			left := time.Until(backOffEnds[name])
 			if need := f.ControllerSettings.PullSecretResync + f.AgentSettings.Resync + testbed.BusyMargin; left < need {

@@ -198,8 +198,9 @@ func warmOnNode(t *testing.T, reg *testbed.Registry, config map[string]any, want
 	iw.Spec.ImagePullSecrets = []warmv1.SecretReference{{Name: secretName}}
 	b.create(t, iw)
 
-	// The controller copies the owner's secret into warmer's namespace,
-	// where the agent reads it.
+	// The controller seals the owner's secret into the node's credential
+	// bundle in warmer's namespace, to the key the agent publishes; the
+	// agent opens it there.
 	copier := testbed.StartProcess(t, "controller", testbed.BuildWarmer(t), "controller",
 		"--kubeconfig", n.ControllerKubeconfig(t), "--leader-elect=false",
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0")

@@ -26,7 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
-	"github.com/warmer-dev/warmer/internal/secretcopy"
+	"github.com/warmer-dev/warmer/internal/credbundle"
 	"github.com/warmer-dev/warmer/test/testbed"
 	"github.com/warmer-dev/warmer/test/testbed/build"
 	"github.com/warmer-dev/warmer/test/testbed/hostcheck"
@@ -150,13 +150,14 @@ func testBorrow(t *testing.T, f *testbed.Fleet, image string) {
 	}
 	reads := secretRequests(t, f.CP.AuditLog)
 	// The controller reads the secrets team-a's ImageWarms name, in
-	// team-a, to copy them; the agent reads only the copies.
-	crossCopy := secretcopy.Name(client.ObjectKey{Namespace: nsA, Name: "cross"})
-	if !reads["get "+nsA+"/cross"] || !reads["get "+nsA+"/regcred"] || !reads["get "+secretcopy.DefaultNamespace+"/"+crossCopy] {
-		t.Fatalf("the audit log lacks warmer's reads in %s and of the copy %s (%v): it would prove nothing", nsA, crossCopy, reads)
+	// team-a, to seal them into the node's bundle; the agent reads only
+	// that bundle.
+	bundle := credbundle.Name(node)
+	if !reads["get "+nsA+"/cross"] || !reads["get "+nsA+"/regcred"] || !reads["get "+credbundle.DefaultNamespace+"/"+bundle] {
+		t.Fatalf("the audit log lacks warmer's reads in %s and of the node's bundle %s (%v): it would prove nothing", nsA, bundle, reads)
 	}
 	for r := range reads {
-		inWarmer := strings.Contains(r, " "+secretcopy.DefaultNamespace+"/")
+		inWarmer := strings.Contains(r, " "+credbundle.DefaultNamespace+"/")
 		if strings.Contains(r, " "+nsB+"/") || (!inWarmer && !strings.HasPrefix(r, "get ")) {
 			t.Errorf("warmer made the request %q", r)
 		}

@@ -190,6 +190,15 @@ func (cp *ControlPlane) taintProbe(t TB) (policyProbe, bool) {
 	}}, true
 }
 
+// ImpersonateAgent is a client acting as node's agent: the agent's
+// service account with node's name in the user's extra, as a Pod-bound
+// token of an agent on node authenticates. For tests that play an agent
+// without running one; the bed's agents run with real tokens.
+func (cp *ControlPlane) ImpersonateAgent(t TB, node string) client.Client {
+	t.Helper()
+	return cp.impersonating(t, node)
+}
+
 // impersonating is an admin client acting as node's agent, for the policy
 // probes only: the agents themselves run with real tokens.
 func (cp *ControlPlane) impersonating(t TB, node string) client.Client {

@@ -46,6 +46,8 @@ type Input struct {
 	RuntimeInfo warmv1.RuntimeInfo
 	// CredentialProviders names the credential-provider plugins in use.
 	CredentialProviders []string
+	// CredentialKey is the agent's public credential key, for the status.
+	CredentialKey *warmv1.CredentialKey
 	// Resync bounds the time to the next pass.
 	Resync time.Duration
 	// PerImageEvents asks for the kubelet's per-image events (Pulling,
@@ -801,6 +803,7 @@ func (p *planner) finishStatus(st warmv1.NodeWarmStatus) warmv1.NodeWarmStatus {
 	st.Runtime = p.in.RuntimeInfo
 	st.ServedStarts = int32(min(p.in.ServedStarts, math.MaxInt32))
 	st.CredentialProviders = p.in.CredentialProviders
+	st.CredentialKey = p.in.CredentialKey
 	st.ImageFilesystem = imageFilesystem(p.in.Disk)
 	st.Conditions = runtimeCondition(p.in.Conditions, metav1.ConditionTrue, warmv1.ReasonRuntimeAnswering, "The container runtime answers CRI calls", now)
 	st.Conditions = diskCondition(st.Conditions, p.in.Disk, now)
