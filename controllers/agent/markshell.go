@@ -2,13 +2,10 @@ package agent
 
 import (
 	"context"
-	"fmt"
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/controllers/agent/plan"
-	"github.com/warmer-dev/warmer/internal/truncate"
 	"github.com/warmer-dev/warmer/pkg/criclient"
 )
 
@@ -26,24 +23,15 @@ var _ Marker = &criclient.Marker{}
 
 // markView reads the runtime's marks for the planner.
 func (a *NodeAgent) markView(ctx context.Context) plan.MarkView {
-	v := plan.MarkView{Unable: a.MarkUnable}
-	if a.Marker == nil {
-		if v.Unable == "" {
-			v.Unable = "no marker is configured"
-		}
-		return v
+	var lister func(context.Context) ([]string, error)
+	if a.Marker != nil {
+		lister = a.Marker.Marked
 	}
-	digests, err := a.Marker.Marked(ctx)
-	if err != nil {
-		v.Problem = truncate.String(fmt.Sprintf("listing warmer's marks: %v", err), warmv1.MaxNodeConditionMessageLength)
-		log.FromContext(ctx).Info("Reading the marks of images pulled with pull secrets failed; none counts as preloaded this pass", "reason", v.Problem)
-		return v
+	set, unable, problem := listSet(ctx, lister, a.MarkUnable, "marker", "warmer's marks")
+	if problem != "" {
+		log.FromContext(ctx).Info("Reading the marks of images pulled with pull secrets failed; none counts as preloaded this pass", "reason", problem)
 	}
-	v.Digests = make(map[string]bool, len(digests))
-	for _, d := range digests {
-		v.Digests[d] = true
-	}
-	return v
+	return plan.MarkView{Digests: set, Unable: unable, Problem: problem}
 }
 
 // applyMarks marks the names the plan asks for. A failure is logged and

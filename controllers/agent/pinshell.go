@@ -32,23 +32,34 @@ var _ Pinner = &criclient.Pinner{}
 // the planner without warmer's marks for one pass: it then pins nothing
 // twice (the runtime reports those pinned) and unpins nothing.
 func (a *NodeAgent) pinView(ctx context.Context) plan.PinView {
-	v := plan.PinView{Unable: a.PinUnable}
-	if a.Pinner == nil {
-		if v.Unable == "" {
-			v.Unable = "no pinner is configured"
+	var lister func(context.Context) ([]string, error)
+	if a.Pinner != nil {
+		lister = a.Pinner.Mine
+	}
+	set, unable, problem := listSet(ctx, lister, a.PinUnable, "pinner", "warmer's pins")
+	return plan.PinView{Mine: set, Unable: unable, Problem: problem}
+}
+
+// listSet reads one of warmer's per-image records in the runtime (pins,
+// marks) into a set. unable is why the runtime keeps none ("no NAME is
+// configured" when list is nil and no reason was given); problem is why
+// the list failed, the set then unknown.
+func listSet(ctx context.Context, list func(context.Context) ([]string, error), unable, name, what string) (set map[string]bool, whyUnable, problem string) {
+	if list == nil {
+		if unable == "" {
+			unable = "no " + name + " is configured"
 		}
-		return v
+		return nil, unable, ""
 	}
-	names, err := a.Pinner.Mine(ctx)
+	items, err := list(ctx)
 	if err != nil {
-		v.Problem = truncate.String(fmt.Sprintf("listing warmer's pins: %v", err), warmv1.MaxNodeConditionMessageLength)
-		return v
+		return nil, unable, truncate.String(fmt.Sprintf("listing %s: %v", what, err), warmv1.MaxNodeConditionMessageLength)
 	}
-	v.Mine = make(map[string]bool, len(names))
-	for _, n := range names {
-		v.Mine[n] = true
+	set = make(map[string]bool, len(items))
+	for _, it := range items {
+		set[it] = true
 	}
-	return v
+	return set, unable, ""
 }
 
 // applyPins pins and unpins as the plan says, and returns the first

@@ -74,10 +74,7 @@ func TestUnpackBombCancelledThenHeld(t *testing.T) {
 	fs := &fakeFs{stats: FsStats{CapacityBytes: 100_000, AvailableBytes: 90_000}}
 	h := newHarness(t, Options{Content: store, ImageFs: fs})
 	img := "reg.example/bomb:v1"
-	h.pulling(t, img)
-	h.waitTimers(t, 2)
-	h.clock.Step(time.Second) // the manifest is found, every byte held
-	h.waitTimers(t, 2)
+	h.manifestFound(t, img)
 	// The runtime unpacks 5,000 bytes a reading: the step ahead is three
 	// readings' worth, 15,000 bytes.
 	var res Result
@@ -135,17 +132,8 @@ func TestUnpackWithinReservation(t *testing.T) {
 	fs := &fakeFs{stats: FsStats{CapacityBytes: 10_000, AvailableBytes: 5_500}}
 	h := newHarness(t, Options{Content: content, ImageFs: fs})
 	img := "reg.example/app:v1"
-	h.pulling(t, img)
-	h.waitTimers(t, 2)
-	h.clock.Step(time.Second)
-	h.waitTimers(t, 2)
-	for _, avail := range []uint64{5_400, 5_300, 5_200} {
-		fs.set(avail)
-		h.clock.Step(kubeletReadAge)
-		if res := h.pollResult(t); res.Class != "" {
-			t.Fatalf("at %d bytes free: %+v, want the pull to go on", avail, res)
-		}
-	}
+	h.manifestFound(t, img)
+	h.goesOn(t, fs, 5_400, 5_300, 5_200)
 }
 
 // pollResult waits for the watcher's reading after a step of the clock,
@@ -310,17 +298,8 @@ func TestUnpackOthersFillTheDisk(t *testing.T) {
 	fs := &fakeFs{stats: FsStats{CapacityBytes: 100_000, AvailableBytes: 90_000}}
 	h := newHarness(t, Options{Content: store, Snapshots: snaps, ImageFs: fs})
 	img := "reg.example/app:v1"
-	h.pulling(t, img)
-	h.waitTimers(t, 2)
-	h.clock.Step(time.Second)
-	h.waitTimers(t, 2)
-	for _, avail := range []uint64{60_000, 25_000, 21_000} {
-		fs.set(avail)
-		h.clock.Step(kubeletReadAge)
-		if res := h.pollResult(t); res.Class != "" {
-			t.Fatalf("at %d bytes free: %+v, want the pull to go on", avail, res)
-		}
-	}
+	h.manifestFound(t, img)
+	h.goesOn(t, fs, 60_000, 25_000, 21_000)
 }
 
 // TestUnpackReadsTheKubeletOnceASecond: while a pull unpacks, the watcher
@@ -333,10 +312,7 @@ func TestUnpackReadsTheKubeletOnceASecond(t *testing.T) {
 	store.held[l2Digest] = content.Blob{Digest: l2Digest, Size: 500, CreatedAt: start}
 	fs := &fakeFs{stats: FsStats{CapacityBytes: 100_000, AvailableBytes: 90_000}}
 	h := newHarness(t, Options{Content: store, ImageFs: fs})
-	h.pulling(t, "reg.example/big:v1")
-	h.waitTimers(t, 2)
-	h.clock.Step(time.Second) // the manifest is found, every byte held: it unpacks
-	h.waitTimers(t, 2)
+	h.manifestFound(t, "reg.example/big:v1") // every byte held: it unpacks
 	reads := fs.reads()
 	for range 30 {
 		h.clock.Step(unpackPoll)
@@ -344,5 +320,28 @@ func TestUnpackReadsTheKubeletOnceASecond(t *testing.T) {
 	}
 	if n := fs.reads() - reads; n < 2 || n > 4 {
 		t.Errorf("%d readings of the kubelet's figures in 3 s of unpacking, want about 3 (one a second)", n)
+	}
+}
+
+// manifestFound starts a pull of img and lets a second pass, in which the
+// watcher finds its manifest and the bytes the fake store holds.
+func (h *harness) manifestFound(t *testing.T, img string) {
+	t.Helper()
+	h.pulling(t, img)
+	h.waitTimers(t, 2)
+	h.clock.Step(time.Second)
+	h.waitTimers(t, 2)
+}
+
+// goesOn sets the disk's free bytes to each of avails in turn, a reading
+// apart, and fails if the running pull ends.
+func (h *harness) goesOn(t *testing.T, fs *fakeFs, avails ...uint64) {
+	t.Helper()
+	for _, avail := range avails {
+		fs.set(avail)
+		h.clock.Step(kubeletReadAge)
+		if res := h.pollResult(t); res.Class != "" {
+			t.Fatalf("at %d bytes free: %+v, want the pull to go on", avail, res)
+		}
 	}
 }
