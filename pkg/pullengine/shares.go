@@ -92,7 +92,9 @@ func (e *Engine) shareSlotsAgain() {
 	e.shareSlots()
 }
 
-// overShareLocked returns the pull to pause for waiting pull w, or how
+// overShareLocked returns the pull to pause and the waiting pull w it is
+// paused for: w is the first waiting pull, in the queue's order, of a
+// share holding fewer than its fair number of slots. Or it returns how
 // long until the one to pause has run shareRunMin.
 func (e *Engine) overShareLocked(now time.Time) (pause, w *job, wait time.Duration) {
 	if e.holdingLocked() { // a freed slot would start nothing
@@ -121,6 +123,20 @@ func (e *Engine) overShareLocked(now time.Time) (pause, w *job, wait time.Durati
 	if w == nil {
 		return nil, nil, 0
 	}
+	pause, wait = pauseFor(w, held, fair, now)
+	if pause == nil {
+		return nil, nil, wait
+	}
+	return pause, w, 0
+}
+
+// pauseFor chooses among the pulls held, by share, the one to pause for
+// waiting pull w: the most recently started of a share above fair;
+// with none above, when w's share holds no slot, the longest under way,
+// once it has run shareRunMin (else how long until then). It never picks
+// w's share's, one of a higher priority than w's, one whose pull has not
+// started, or one paused maxSharePauses times already.
+func pauseFor(w *job, held map[string][]*job, fair int, now time.Time) (*job, time.Duration) {
 	var newest, longest *job
 	above := false
 	for s, js := range held {
@@ -142,13 +158,13 @@ func (e *Engine) overShareLocked(now time.Time) (pause, w *job, wait time.Durati
 	}
 	switch {
 	case newest != nil:
-		return newest, w, 0
+		return newest, 0
 	case above || longest == nil || len(held[w.share]) > 0:
-		return nil, nil, 0
+		return nil, 0
 	case now.Sub(longest.startedAt) < shareRunMin:
-		return nil, nil, shareRunMin - now.Sub(longest.startedAt)
+		return nil, shareRunMin - now.Sub(longest.startedAt)
 	}
-	return longest, w, 0
+	return longest, 0
 }
 
 // heldLocked returns, by share, the pulls holding a slot that are not
