@@ -20,7 +20,10 @@ import (
 // share's most recently started pull (the least fetched, likely) as
 // yielding does (yield.go): cancelled, its bytes kept (keep.go), queued
 // again at its share's next turn, after the waiting pull. The slot it
-// frees goes to the waiting pull within moments.
+// frees goes to the waiting pull within moments. And as a slot frees, a
+// share below its fair number starts before one at it (owedLocked), so
+// the paused pull does not take its slot back while that share still
+// has pulls waiting.
 //
 // With more shares than slots (always so with serial pulls) each holder
 // has its fair one slot, and a share with none takes the slot of another
@@ -165,6 +168,37 @@ func pauseFor(w *job, held map[string][]*job, fair int, now time.Time) (*job, ti
 		return nil, shareRunMin - now.Sub(longest.startedAt)
 	}
 	return longest, 0
+}
+
+// owedLocked returns, for job j about to start, the first waiting job of
+// another share owed the slot first: one at j's priority or higher whose
+// share holds fewer than its fair number of slots, while j's holds its
+// own already. A pull paused for a share must not take back the slot it
+// gave when that share's pull ends and its next waits; nil when none.
+func (e *Engine) owedLocked(j *job) *job {
+	if e.slots < 1 {
+		return nil
+	}
+	held, _ := e.heldLocked()
+	first := e.firstWaitingLocked()
+	shares := map[string]bool{j.share: true}
+	for s := range held {
+		shares[s] = true
+	}
+	for s := range first {
+		shares[s] = true
+	}
+	fair := max(1, e.slots/len(shares))
+	if len(held[j.share]) < fair {
+		return nil
+	}
+	var w *job
+	for s, q := range first {
+		if s != j.share && q.priority >= j.priority && len(held[s]) < fair && (w == nil || before(q, w)) {
+			w = q
+		}
+	}
+	return w
 }
 
 // heldLocked returns, by share, the pulls holding a slot that are not

@@ -152,3 +152,33 @@ func TestTurnsAfter(t *testing.T) {
 		t.Errorf("after(2) = %d, want 9 (the share's next)", n)
 	}
 }
+
+// TestSharePausedOnce: a share that holds both slots gives one up to
+// another share's first pull; when that ends, the other share's next
+// pull, asked for since, starts before the paused one resumes: the paused
+// pull is not started again only to be paused again.
+func TestSharePausedOnce(t *testing.T) {
+	h := newHarness(t, Options{MaxParallelPulls: 2})
+	h.hold(t, "hog1", "hog", 0)
+	h.hold(t, "hog2", "hog", 0)
+	releaseV1 := h.svc.block(key(t, "victim1"))
+	h.eng.Enqueue(h.ctx, Request{Image: "victim1", Share: "victim"})
+	h.sharePaused(t, "hog2")
+	h.svc.waitStarted(t, key(t, "victim1"))
+	releaseV2 := h.svc.block(key(t, "victim2"))
+	h.eng.Enqueue(h.ctx, Request{Image: "victim2", Share: "victim"})
+	releaseV1()
+	if res := h.result(t); res.Ref != key(t, "victim1") || !res.Succeeded() {
+		t.Fatalf("result %+v, want victim1 pulled", res)
+	}
+	h.svc.waitStarted(t, key(t, "victim2"))
+	h.noResult(t)
+	releaseV2()
+	if res := h.result(t); res.Ref != key(t, "victim2") || !res.Succeeded() {
+		t.Fatalf("result %+v, want victim2 pulled", res)
+	}
+	h.svc.waitStarted(t, key(t, "hog2"))
+	if n := testutil.ToFloat64(h.eng.metrics.sharePauses); n != 1 {
+		t.Errorf("share pauses counted %v, want 1", n)
+	}
+}
