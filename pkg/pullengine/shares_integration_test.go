@@ -58,6 +58,38 @@ func testTrickleHogDoesNotStarve(t *testing.T, opts []testbed.ContainerdOption) 
 	metrics := prometheus.NewRegistry()
 	e := startEngine(t, n.cri, pullengine.Options{Content: store, MaxParallelPulls: slots,
 		StallTimeout: pullengine.DefaultStallTimeout, Registerer: metrics})
+	trickling(t, e, hog)
+
+	asked := time.Now()
+	if st := e.Enqueue(e.ctx, pullengine.Request{Image: victim, Share: "victim"}); st.State != pull.StateQueued {
+		t.Fatalf("Enqueue(%s) = %+v", victim, st)
+	}
+	testbed.Eventually(t, victimWithin, "the victim's image present beside the trickling hog", func() error {
+		if !n.listed(t, victim) {
+			return fmt.Errorf("%s not listed", victim)
+		}
+		return nil
+	})
+	t.Logf("the victim's image was in %s after it was asked for", time.Since(asked).Round(100*time.Millisecond))
+	hogUnderWay(t, e, hog)
+	// Two results so far: the victim's pull, and one of the hog's paused.
+	for _, r := range e.resultsByRef(t, 2) {
+		switch {
+		case r.Image == victim && r.Succeeded():
+		case slices.Contains(hog, r.Image) && r.Class == pull.ClassCanceled && strings.Contains(r.Message, "pull paused"):
+		default:
+			t.Errorf("result %+v, want the victim's pulled and one of the hog's paused", r)
+		}
+	}
+	if p := counter(t, metrics, "warmer_image_pull_share_pauses_total"); p != 1 {
+		t.Errorf("share pauses counted %v, want 1", p)
+	}
+}
+
+// trickling queues the hog's images for share "hog" and waits until every
+// one's pull is fetching its layers: they hold every slot.
+func trickling(t *testing.T, e *engine, hog []string) {
+	t.Helper()
 	for _, h := range hog {
 		if st := e.Enqueue(e.ctx, pullengine.Request{Image: h, Share: "hog"}); st.State != pull.StateQueued {
 			t.Fatalf("Enqueue(%s) = %+v", h, st)
@@ -71,18 +103,12 @@ func testTrickleHogDoesNotStarve(t *testing.T, opts []testbed.ContainerdOption) 
 		}
 		return nil
 	})
+}
 
-	asked := time.Now()
-	if st := e.Enqueue(e.ctx, pullengine.Request{Image: victim, Share: "victim"}); st.State != pull.StateQueued {
-		t.Fatalf("Enqueue(%s) = %+v", victim, st)
-	}
-	testbed.Eventually(t, victimWithin, "the victim's image present beside the trickling hog", func() error {
-		if !n.listed(t, victim) {
-			return fmt.Errorf("%s not listed", victim)
-		}
-		return nil
-	})
-	t.Logf("the victim's image was in %s after it was asked for", time.Since(asked).Round(100*time.Millisecond))
+// hogUnderWay checks that the hog's pulls are pulling or queued again, at
+// least one still pulling: the victim did not need them ended.
+func hogUnderWay(t *testing.T, e *engine, hog []string) {
+	t.Helper()
 	pulling := 0
 	for _, h := range hog {
 		switch s, _ := e.Status(h); s.State {
@@ -95,17 +121,5 @@ func testTrickleHogDoesNotStarve(t *testing.T, opts []testbed.ContainerdOption) 
 	}
 	if pulling == 0 {
 		t.Error("no pull of the hog's under way: the victim must not have needed it ended")
-	}
-	// Two results so far: the victim's pull, and one of the hog's paused.
-	for _, r := range e.resultsByRef(t, 2) {
-		switch {
-		case r.Image == victim && r.Succeeded():
-		case slices.Contains(hog, r.Image) && r.Class == pull.ClassCanceled && strings.Contains(r.Message, "pull paused"):
-		default:
-			t.Errorf("result %+v, want the victim's pulled and one of the hog's paused", r)
-		}
-	}
-	if p := counter(t, metrics, "warmer_image_pull_share_pauses_total"); p != 1 {
-		t.Errorf("share pauses counted %v, want 1", p)
 	}
 }
