@@ -23,6 +23,7 @@ import (
 type Engine struct {
 	svc      ImageService // throttled
 	puller   Puller
+	slots    int // pulls at once; < 1: no cap
 	backoff  *backoff
 	guard    *diskGuard
 	clock    clock.WithDelayedExecution
@@ -57,6 +58,9 @@ type Engine struct {
 	// yieldSpent is set once yielding has lasted yieldHoldMax: it holds
 	// no pull back until it ends (yield.go).
 	yieldSpent bool
+	// shareTimer calls shareSlots when a pull to pause will have run
+	// shareRunMin (shares.go); nil when none is set.
+	shareTimer clock.Timer
 	// kept counts, by lease, the pulls yet to end whose bytes it holds
 	// (keep.go).
 	kept map[string]int
@@ -69,6 +73,7 @@ func New(svc ImageService, opts Options) *Engine {
 	e := &Engine{
 		svc:      Throttle(svc, opts.RegistryQPS, opts.RegistryBurst, opts.Clock),
 		puller:   NewPuller(opts.SerializePulls, opts.MaxParallelPulls),
+		slots:    slotsOf(opts.SerializePulls, opts.MaxParallelPulls),
 		backoff:  newBackoff(opts.BackOffInitial, opts.BackOffMax, opts.BackOffJitter, opts.Clock),
 		clock:    opts.Clock,
 		listener: opts.Listener,
@@ -106,6 +111,9 @@ func (e *Engine) Start(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() {
 		e.mu.Lock()
 		e.stopped = true
+		if e.shareTimer != nil {
+			e.shareTimer.Stop()
+		}
 		e.wake.Broadcast()
 		e.mu.Unlock()
 	})
@@ -209,6 +217,7 @@ func (e *Engine) submit(ctx context.Context, reqs []Request, exclusive bool) []S
 	for _, j := range dropped {
 		e.finishCanceled(j)
 	}
+	e.shareSlots() // a share may now wait on another's slots
 	return out
 }
 
@@ -223,7 +232,7 @@ func (e *Engine) enqueueLocked(a admitted) Status {
 			// it has, taking over a paused pull's count and bytes.
 			n := e.newJob(a.ref, a.req, a.creds, bkey)
 			if old := j.successor; old != nil {
-				n.pauses, n.keptBy = old.pauses, old.keptBy
+				n.pauses, n.sharePauses, n.keptBy = old.pauses, old.sharePauses, old.keptBy
 			}
 			j.successor = n
 			return Status{Image: a.req.Image, Ref: key, State: pull.StateQueued}

@@ -69,6 +69,9 @@ type job struct {
 	// holding the bytes its paused predecessor fetched (keep.go).
 	pauses int
 	keptBy string
+	// sharePauses is how many times its image's pull was paused to give
+	// its slot to another share (shares.go); its successor carries it on.
+	sharePauses int
 	// atStart is the disk as its pull started (unpack.go).
 	atStart unpackStart
 }
@@ -130,6 +133,7 @@ func (e *Engine) run(ctx context.Context, j *job, siblings []string) {
 	j.startedAt = start
 	e.mu.Unlock()
 	e.noteStart(ctx, j)
+	e.shareSlots() // a pull of a share with more than its slots may be paused now
 	res := e.pull(ctx, j)
 	res.Duration = e.clock.Since(start)
 	e.lastLook(ctx, j, res, start)
@@ -222,6 +226,8 @@ func (e *Engine) failure(ctx context.Context, j *job, creds []Credential, err er
 			return pull.ClassCanceled, "pull cancelled: image no longer wanted", err
 		case errors.Is(cause, errYield):
 			return pull.ClassCanceled, "pull paused: the runtime pulls for someone else (a starting Pod); queued again", err
+		case errors.Is(cause, errShare):
+			return pull.ClassCanceled, "pull paused: its share held more than its fair number of pull slots while another's pull waited; queued again", err
 		case errors.As(cause, new(stalled)):
 			var s stalled
 			errors.As(cause, &s)

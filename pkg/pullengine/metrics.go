@@ -64,6 +64,7 @@ type metrics struct {
 	yielding      prometheus.Gauge
 	yields        prometheus.Counter
 	pauses        prometheus.Counter
+	sharePauses   prometheus.Counter
 }
 
 // newMetrics makes an engine's metrics and registers them on reg, unless
@@ -122,6 +123,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "warmer_image_pull_pauses_total",
 			Help: "Pulls under way the agent paused to yield to pulls the runtime makes for someone else; each is queued again and resumes from the bytes it had fetched.",
 		}),
+		sharePauses: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "warmer_image_pull_share_pauses_total",
+			Help: "Pulls under way the agent paused because their namespace held more than its fair number of pull slots while another namespace's pull waited; each is queued again and resumes from the bytes it had fetched.",
+		}),
 	}
 	if reg == nil {
 		return m
@@ -138,6 +143,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.yielding = promreg.Register(reg, m.yielding)
 	m.yields = promreg.Register(reg, m.yields)
 	m.pauses = promreg.Register(reg, m.pauses)
+	m.sharePauses = promreg.Register(reg, m.sharePauses)
 	return m
 }
 

@@ -12,6 +12,14 @@ type Puller interface {
 	Run(next func() (work func(), ok bool))
 }
 
+// slotsOf is how many pulls NewPuller's choice runs at once; < 1: no cap.
+func slotsOf(serialize bool, maxParallel int) int {
+	if serialize {
+		return 1
+	}
+	return maxParallel
+}
+
 // NewPuller picks the implementation the kubelet's way: serial when
 // serialize is set or maxParallel is 1; otherwise parallel, capped at
 // maxParallel, or uncapped when maxParallel < 1.

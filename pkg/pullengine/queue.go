@@ -14,14 +14,17 @@ func (q jobQueue) Len() int { return len(q) }
 
 // Less puts higher priority first, then the earlier turn, then earlier
 // arrival.
-func (q jobQueue) Less(i, j int) bool {
-	if q[i].priority != q[j].priority {
-		return q[i].priority > q[j].priority
+func (q jobQueue) Less(i, j int) bool { return before(q[i], q[j]) }
+
+// before says whether queued job a starts before b.
+func before(a, b *job) bool {
+	if a.priority != b.priority {
+		return a.priority > b.priority
 	}
-	if q[i].turn != q[j].turn {
-		return q[i].turn < q[j].turn
+	if a.turn != b.turn {
+		return a.turn < b.turn
 	}
-	return q[i].seq < q[j].seq
+	return a.seq < b.seq
 }
 
 // Swap keeps each job's index current, for heap.Fix and heap.Remove.

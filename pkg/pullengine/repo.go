@@ -111,6 +111,12 @@ func (e *Engine) popRunnableLocked() (*job, []string) {
 			r.parked = append(r.parked, j)
 			continue
 		}
+		if w := e.owedLocked(j); w != nil {
+			heap.Remove(&e.queue, w.index)
+			heap.Push(&e.queue, j)
+			j = w
+			r = e.repos[j.ref.Name()]
+		}
 		j = e.preferTagLocked(j)
 		e.turns.started(j)
 		r.running = j

@@ -45,6 +45,15 @@ func (t *turns) give(priority int32, share string) uint64 {
 	return n
 }
 
+// after returns the next turn of share at priority, and not one before
+// turn: for a paused pull queued again behind the pull it gave its slot
+// to (shares.go).
+func (t *turns) after(priority int32, share string, turn uint64) uint64 {
+	n := max(t.give(priority, share), turn)
+	t.next[turnKey{priority, share}] = n + 1
+	return n
+}
+
 // started moves the priority's current turn to j's, and forgets the
 // shares whose next turn is no longer ahead of it.
 func (t *turns) started(j *job) {

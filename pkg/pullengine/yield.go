@@ -262,26 +262,25 @@ func (e *Engine) pauseRunningLocked() []*job {
 		if !j.running || j.notWanted || j.ended || j.pauses >= maxPauses {
 			continue
 		}
-		again := &job{ref: j.ref, priority: j.priority, timeout: j.timeout, creds: j.creds, backoffKey: j.backoffKey,
-			tag: j.tag, share: j.share, turn: j.turn, seq: j.seq, index: -1, pauses: j.pauses + 1}
-		j.notWanted, j.successor = true, again
+		e.successorLocked(j, j.turn, j.seq).pauses++
 		e.metrics.pauses.Inc()
 		out = append(out, j)
 	}
 	return out
 }
 
-// pause stops the pulls marked paused, once their partial blobs are held
-// for their successors (keep.go).
-func (e *Engine) pause(ctx context.Context, jobs []*job) {
-	if len(jobs) == 0 {
-		return
-	}
-	e.keep(ctx, jobs)
-	for _, j := range jobs {
-		j.cancel(errYield)
-	}
+// successorLocked marks running job j paused, with a successor queued
+// when it ends, at turn and seq, that carries on its pause counts; it
+// returns the successor.
+func (e *Engine) successorLocked(j *job, turn, seq uint64) *job {
+	again := &job{ref: j.ref, priority: j.priority, timeout: j.timeout, creds: j.creds, backoffKey: j.backoffKey,
+		tag: j.tag, share: j.share, turn: turn, seq: seq, index: -1, pauses: j.pauses, sharePauses: j.sharePauses}
+	j.notWanted, j.successor = true, again
+	return again
 }
+
+// pause stops the pulls marked paused to yield (stop).
+func (e *Engine) pause(ctx context.Context, jobs []*job) { e.stop(ctx, jobs, errYield) }
 
 func boolGauge(b bool) float64 {
 	if b {
