@@ -91,6 +91,11 @@ func TestMemoryBomb(t *testing.T) {
 		peak, now := procStatusKiB(t, pid, "VmHWM")<<10, procStatusKiB(t, pid, "VmRSS")<<10
 		t.Logf("agent RSS %s: peak %d MiB, now %d MiB; bound %d MiB (%.0f%% of the %d MiB limit)",
 			when, peak>>20, now>>20, bound>>20, bombMargin*100, limit>>20)
+		n := f.Nodes[bombNode]
+		t.Logf("agent heap %s: in use %.0f MiB, idle and not yet returned %.0f MiB, next GC at %.0f MiB", when,
+			n.Metric(t, "go_memstats_heap_inuse_bytes")/(1<<20),
+			(n.Metric(t, "go_memstats_heap_idle_bytes")-n.Metric(t, "go_memstats_heap_released_bytes"))/(1<<20),
+			n.Metric(t, "go_memstats_next_gc_bytes")/(1<<20))
 		if peak > bound {
 			t.Errorf("the agent's peak RSS %d MiB is above %d MiB, %.0f%% of its %d MiB limit", peak>>20, bound>>20, bombMargin*100, limit>>20)
 		}
