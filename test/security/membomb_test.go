@@ -25,8 +25,8 @@ import (
 
 const (
 	// bombWarms is how many ImageWarms the hog creates: enough that,
-	// cached whole, they would take the agent past its limit several
-	// times over, few enough to create in well under a minute here.
+	// cached whole, they take the agent past twice its limit, few enough
+	// to create in about a minute on a busy two-core machine.
 	bombWarms   = 100
 	bombWorkers = 8
 	// bombLabels is how many labels each carries: with the annotations,
