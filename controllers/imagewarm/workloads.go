@@ -24,16 +24,33 @@ import (
 )
 
 // CacheOptions are the controller manager's cache settings: managed fields
-// are dropped from everything, and workloads of the watched kinds (nil:
-// every kind) are kept as their names, labels and pod template images only
-// (workloads.Transform), so that caching every workload of the cluster for
-// imagesFrom costs little.
+// are dropped from everything, ImageWarms lose the metadata the
+// controller never reads (stripImageWarm), and workloads of the watched
+// kinds (nil: every kind) are kept as their names, labels and pod template
+// images only (workloads.Transform), so that caching every workload of the
+// cluster for imagesFrom costs little.
 func CacheOptions(watched []warmv1.WorkloadKind) cache.Options {
-	byObject := map[client.Object]cache.ByObject{}
+	byObject := map[client.Object]cache.ByObject{&warmv1.ImageWarm{}: {Transform: stripImageWarm}}
 	for _, kind := range watchedOrAll(watched) {
 		byObject[workloads.NewObject(kind)] = cache.ByObject{Transform: workloads.Transform}
 	}
 	return cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: byObject}
+}
+
+// stripImageWarm drops, before an ImageWarm enters the cache, the metadata
+// a tenant may make large and the controller never reads: labels,
+// annotations (kubectl apply's last-applied copy of the spec among them),
+// owner references, finalizers and managed fields. A namespace's hundred
+// ImageWarms of a megabyte each in labels and annotations cost the cache
+// their specs and statuses instead (test/security TestMemoryBomb). Status
+// writes go to the status subresource, which takes nothing but the status
+// from the object sent, so nothing stripped is written back.
+func stripImageWarm(in any) (any, error) {
+	if iw, ok := in.(*warmv1.ImageWarm); ok {
+		iw.ManagedFields, iw.Annotations, iw.Labels = nil, nil, nil
+		iw.OwnerReferences, iw.Finalizers = nil, nil
+	}
+	return in, nil
 }
 
 // watchedOrAll is watched, or every kind when nil.
