@@ -59,7 +59,7 @@ func TestResourcesFitTheManifests(t *testing.T) {
 		{"controller", "controller_deployment.yaml", "controller", ctrl, false},
 	} {
 		req, lim := manifestMemory(t, c.manifest, c.container)
-		peak, now := procKiB(t, c.pid, "VmHWM")*1024, procKiB(t, c.pid, "VmRSS")*1024
+		peak, now := testbed.ProcStatusKiB(t, c.pid, "VmHWM")*1024, testbed.ProcStatusKiB(t, c.pid, "VmRSS")*1024
 		t.Logf("%s: peak RSS %.1f MiB, idle RSS %.1f MiB; manifest requests %.0f MiB, limit %.0f MiB",
 			c.what, mib(peak), mib(now), mib(req), mib(lim))
 		if peak*2 > lim {
@@ -109,26 +109,6 @@ func manifestMemory(t *testing.T, file, container string) (request, limit int64)
 	}
 	t.Fatalf("%s has no container %s", file, container)
 	return 0, 0
-}
-
-// procKiB reads a "kB" field such as VmRSS from /proc/PID/status.
-func procKiB(t *testing.T, pid int, field string) int64 {
-	t.Helper()
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if rest, ok := strings.CutPrefix(line, field+":"); ok {
-			v, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return v
-		}
-	}
-	t.Fatalf("/proc/%d/status has no %s", pid, field)
-	return 0
 }
 
 // cpuSeconds is the process's user plus system CPU time so far.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -64,7 +63,7 @@ func TestMemoryBomb(t *testing.T) {
 	agent := f.Nodes[bombNode].Agent
 	pid := agent.Pid()
 	limit := memoryLimit(t, "agent_daemonset.yaml", "DaemonSet", "agent")
-	t.Logf("agent RSS before the bomb: %d MiB (limit %d MiB)", procStatusKiB(t, pid, "VmRSS")>>10, limit>>20)
+	t.Logf("agent RSS before the bomb: %d MiB (limit %d MiB)", testbed.ProcStatusKiB(t, pid, "VmRSS")>>10, limit>>20)
 
 	// Client-side rate limiting off, so that the workers reach the API
 	// server as fast as it takes them.
@@ -91,7 +90,7 @@ func TestMemoryBomb(t *testing.T) {
 
 	bound := int64(float64(limit) * bombMargin)
 	checkPeak := func(when string) {
-		peak, now := procStatusKiB(t, pid, "VmHWM")<<10, procStatusKiB(t, pid, "VmRSS")<<10
+		peak, now := testbed.ProcStatusKiB(t, pid, "VmHWM")<<10, testbed.ProcStatusKiB(t, pid, "VmRSS")<<10
 		t.Logf("agent RSS %s: peak %d MiB, now %d MiB; bound %d MiB (%.0f%% of the %d MiB limit)",
 			when, peak>>20, now>>20, bound>>20, bombMargin*100, limit>>20)
 		n := f.Nodes[bombNode]
@@ -129,9 +128,9 @@ func TestMemoryBomb(t *testing.T) {
 	// 723 to 736 MiB here.
 	if ctrl := f.Controller.Pid(); ctrl > 0 {
 		ctrlLimit := memoryLimit(t, "controller_deployment.yaml", "Deployment", "controller")
-		peak := procStatusKiB(t, ctrl, "VmHWM") << 10
+		peak := testbed.ProcStatusKiB(t, ctrl, "VmHWM") << 10
 		t.Logf("controller RSS: peak %d MiB, now %d MiB, limit %d MiB",
-			peak>>20, procStatusKiB(t, ctrl, "VmRSS")>>10, ctrlLimit>>20)
+			peak>>20, testbed.ProcStatusKiB(t, ctrl, "VmRSS")>>10, ctrlLimit>>20)
 		if peak > ctrlLimit {
 			t.Errorf("the controller's peak RSS %d MiB is above its %d MiB limit", peak>>20, ctrlLimit>>20)
 		}
@@ -262,26 +261,5 @@ func memoryLimit(t *testing.T, file, kind, container string) int64 {
 		}
 	}
 	t.Fatalf("config/daemonset/%s has no memory limit for the %s container", file, container)
-	return 0
-}
-
-// procStatusKiB reads a "kB" field such as VmRSS or VmHWM from
-// /proc/PID/status.
-func procStatusKiB(t *testing.T, pid int, field string) int64 {
-	t.Helper()
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for line := range strings.SplitSeq(string(raw), "\n") {
-		if rest, ok := strings.CutPrefix(line, field+":"); ok {
-			v, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return v
-		}
-	}
-	t.Fatalf("/proc/%d/status has no %s", pid, field)
 	return 0
 }
