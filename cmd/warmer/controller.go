@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"os"
@@ -15,8 +16,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/controllers/gate"
 	"github.com/warmer-dev/warmer/controllers/imagewarm"
 	"github.com/warmer-dev/warmer/controllers/pullsecrets"
+	"github.com/warmer-dev/warmer/internal/credbundle"
 )
 
 // controllerFlags are the status controller's settings.
@@ -30,6 +33,7 @@ type controllerFlags struct {
 	lease            leaseFlags
 	imagesFromKinds  []string
 	secretResync     time.Duration
+	warmGate         bool
 }
 
 // leaseFlags time the leader election, under kube-controller-manager's flag
@@ -75,6 +79,7 @@ func (f *controllerFlags) bind(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&f.imagesFromKinds, "images-from-kinds", kindNames(warmv1.WorkloadKinds),
 		"Workload kinds the controller lists and watches, cluster-wide, for ImageWarms' spec.imagesFrom; \"none\" watches none (its RBAC rules can then go). An ImageWarm reading another kind gets ImagesResolved False, reason KindsNotWatched.")
 	fs.DurationVar(&f.secretResync, "pull-secret-resync", pullsecrets.DefaultResync, "How often each pull secret an ImageWarm names is read again, so the nodes' credential bundles in --pull-secret-namespace follow a rotated or deleted source (Secrets are not watched); a new name, node key or ImageWarm is sealed at once.")
+	fs.BoolVar(&f.warmGate, "warm-gate", false, "Remove the warmer.dev/warm scheduling gate from Pods once their images are warm or their deadline passed, and arm the admission policy that adds it (Lease "+gate.ArmingLease+" in the leader election namespace) while leading. Needs config/components/warm-gate's policies and roles.")
 	f.lease.bind(fs)
 	f.commonFlags.bind(fs, ":8080", ":8081", true)
 }
@@ -160,7 +165,7 @@ func runController(args []string, help io.Writer) error {
 		LeaseDuration:                 ptr(f.lease.duration),
 		RenewDeadline:                 ptr(f.lease.renewDeadline),
 		RetryPeriod:                   ptr(f.lease.retryPeriod),
-		Cache:                         controllerCache(kinds, f.secretNamespace, f.agentNamespace),
+		Cache:                         controllerCache(kinds, f.secretNamespace, f.agentNamespace, f.warmGate),
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
@@ -173,6 +178,9 @@ func runController(args []string, help io.Writer) error {
 	if err := bundler.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the credential bundles: %w", err)
 	}
+	if err := setupWarmGate(mgr, &f); err != nil {
+		return fmt.Errorf("setting up the warm gate: %w", err)
+	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
@@ -184,15 +192,43 @@ func runController(args []string, help io.Writer) error {
 }
 
 // controllerCache is the controller's cache: the workload kinds it
-// watches, of Secrets only the credential bundles in its namespace, and of Pods only
-// the agents' in theirs.
-func controllerCache(kinds []warmv1.WorkloadKind, secretNamespace, agentNamespace string) cache.Options {
+// watches, of Secrets only the credential bundles in its namespace, of Pods
+// only the agents' in theirs and, with the warm gate, the opted-in Pods of
+// the other namespaces and the Nodes without their status.
+func controllerCache(kinds []warmv1.WorkloadKind, secretNamespace, agentNamespace string, warmGate bool) cache.Options {
 	opts := imagewarm.CacheOptions(kinds)
 	opts.ByObject[&corev1.Secret{}] = pullsecrets.CacheOptions(secretNamespace)
+	pods := cache.ByObject{Namespaces: map[string]cache.Config{}}
 	if agentNamespace != "" {
-		opts.ByObject[&corev1.Pod{}] = imagewarm.AgentPodCache(agentNamespace)
+		pods = imagewarm.AgentPodCache(agentNamespace)
+	}
+	if warmGate {
+		// Selectors per namespace: the agents' namespace keeps its own,
+		// every other namespace gives its gated Pods.
+		agents := pods.Namespaces
+		for ns := range agents {
+			agents[ns] = cache.Config{LabelSelector: pods.Label, Transform: pods.Transform}
+		}
+		agents[cache.AllNamespaces] = gate.PodCacheConfig()
+		pods = cache.ByObject{Namespaces: agents}
+		opts.ByObject[&corev1.Node{}] = gate.NodeCache()
+	}
+	if len(pods.Namespaces) > 0 {
+		opts.ByObject[&corev1.Pod{}] = pods
 	}
 	return opts
+}
+
+// setupWarmGate starts the gate's controller when --warm-gate is set. Its
+// arming Lease lives beside the leader election's, owned by the Pod.
+func setupWarmGate(mgr ctrl.Manager, f *controllerFlags) error {
+	if !f.warmGate {
+		return nil
+	}
+	r := &gate.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("warmer-controller"), Clock: binaryClock,
+		Namespace: cmp.Or(f.leaderNamespace, os.Getenv("POD_NAMESPACE"), credbundle.DefaultNamespace),
+		PodName:   os.Getenv(podNameEnv), PodUID: os.Getenv("POD_UID")}
+	return r.SetupWithManager(mgr)
 }
 
 func ptr[T any](v T) *T { return &v }
