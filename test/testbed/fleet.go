@@ -77,6 +77,10 @@ type FleetOptions struct {
 	// test measures those, while the others are race-checked doing the
 	// same work.
 	PlainAgents []string
+	// BeforeController runs after the agents start and before the
+	// controller does: a test installs there what the controller's
+	// flags need (an opt-in component's roles and policies).
+	BeforeController func(t TB, cp *ControlPlane)
 }
 
 // StartFleet starts a control plane, one node (containerd, Node object with
@@ -113,6 +117,9 @@ func StartFleet(t TB, labels map[string]map[string]string, opts FleetOptions) *F
 			return n.agentArgs
 		})
 		f.Nodes[name] = n
+	}
+	if opts.BeforeController != nil {
+		opts.BeforeController(t, f.CP)
 	}
 	f.Controller = f.StartController(t)
 	if ft, ok := t.(interface{ Failed() bool }); ok {
