@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,12 +23,18 @@ import (
 const nodes = 10
 
 var (
+	// bed is the shared TB: a controller restarted by a test runs on it,
+	// past that test's end.
+	bed   = &testbed.Shared{Name: "rollout"}
 	fleet *testbed.Fleet
 	regs  testbed.Registries
+	// controller has short lease timings, so that a killed leader's
+	// successor leads within a test's patience.
+	controller = testbed.ControllerSettings{MinStatusInterval: 300 * time.Millisecond, LeaseDuration: 10 * time.Second,
+		RenewDeadline: 7 * time.Second, RetryPeriod: 2 * time.Second, PullSecretResync: 2 * time.Second}
 )
 
 func TestMain(m *testing.M) {
-	bed := &testbed.Shared{Name: "rollout"}
 	if !bed.Start(startBed) {
 		os.Exit(1)
 	}
@@ -45,12 +53,15 @@ func startBed(t testbed.TB) {
 	}
 	agent := testbed.DefaultAgent
 	agent.BackOffInitial, agent.BackOffMax = 2*time.Second, 4*time.Second
-	fleet = testbed.StartFleet(t, labels, testbed.FleetOptions{Agent: &agent,
+	fleet = testbed.StartFleet(t, labels, testbed.FleetOptions{Agent: &agent, Controller: &controller,
 		ControllerFlags: []string{"--warm-gate"}, BeforeController: installWarmGate})
 	for name := range fleet.Nodes {
 		setCapacity(t, name)
 	}
 	fleet.CP.StartScheduler(t)
+	if out, err := fleet.CP.Kubectl(t, "api-resources", "--api-group=admissionregistration.k8s.io"); err == nil {
+		t.Logf("admission APIs:\n%s", out)
+	}
 	waitArmed(t, true)
 }
 
@@ -88,6 +99,12 @@ func setCapacity(t testbed.TB, name string) {
 	if err := fleet.CP.Client.Status().Update(ctx, &node); err != nil {
 		t.Fatalf("node %s capacity: %v", name, err)
 	}
+	// The API server taints a new Node not-ready; without
+	// kube-controller-manager, nothing else lifts the taint.
+	node.Spec.Taints = slices.DeleteFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeNotReady })
+	if err := fleet.CP.Client.Update(ctx, &node); err != nil {
+		t.Fatalf("node %s taints: %v", name, err)
+	}
 }
 
 // waitArmed waits until a new opted-in Pod gets the gate (armed) or not.
@@ -95,14 +112,16 @@ func waitArmed(t testbed.TB, armed bool) {
 	ns := "arming"
 	_ = fleet.CP.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	testbed.Eventually(t, 90*time.Second, fmt.Sprintf("the gate armed: %v", armed), func() error {
-		pod := newPod(ns, "probe", "probe", "registry.invalid/probe:v1", "")
+		pod := newPod(ns, "probe", "probe", "registry.invalid/probe:v1", "probe")
 		pod.GenerateName, pod.Name = "probe-", ""
 		if err := fleet.CP.Client.Create(context.Background(), pod); err != nil {
 			return err
 		}
 		_ = fleet.CP.Client.Delete(context.Background(), pod)
 		if hasGate(pod) != armed {
-			return fmt.Errorf("probe Pod gates %v", pod.Spec.SchedulingGates)
+			var lease coordinationv1.Lease
+			err := fleet.CP.Client.Get(context.Background(), client.ObjectKey{Namespace: testbed.SystemNamespace, Name: gate.ArmingLease}, &lease)
+			return fmt.Errorf("probe Pod gates %v (arming Lease: %v); controller:\n%s", pod.Spec.SchedulingGates, err, fleet.Controller.Log(15))
 		}
 		return nil
 	})
