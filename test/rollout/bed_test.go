@@ -28,10 +28,9 @@ var (
 	bed   = &testbed.Shared{Name: "rollout"}
 	fleet *testbed.Fleet
 	regs  testbed.Registries
-	// controller has short lease timings, so that a killed leader's
-	// successor leads within a test's patience.
-	controller = testbed.ControllerSettings{MinStatusInterval: 300 * time.Millisecond, LeaseDuration: 10 * time.Second,
-		RenewDeadline: 7 * time.Second, RetryPeriod: 2 * time.Second, PullSecretResync: 2 * time.Second}
+	// controller are the fleet's controller settings: a killed leader's
+	// successor leads within controller.TakeOver().
+	controller = testbed.DefaultController
 )
 
 func TestMain(m *testing.M) {
