@@ -115,4 +115,3 @@ func TestGateImageWarmDeleted(t *testing.T) {
 	}
 	released(t, pods, 20*time.Second, gate.ReasonImageWarmNotFound)
 }
-
