@@ -331,3 +331,24 @@ func TestChartNetworkPolicyMatchesComponent(t *testing.T) {
 	}
 	compare(t, "config/default with metrics-network-policy", want, policies(helmTemplate(t, namespace, "--set", "networkPolicy.enabled=true")))
 }
+
+// TestChartWarmGateMatchesComponent checks that warmGate.enabled renders
+// what config/default renders with config/components/warm-gate (the
+// admission policies, the controller's Pod roles, its flag and POD_UID),
+// and that the default values render none of it.
+func TestChartWarmGateMatchesComponent(t *testing.T) {
+	if slices.ContainsFunc(helmTemplate(t, namespace), func(o *unstructured.Unstructured) bool {
+		return o.GetKind() == "MutatingAdmissionPolicy" || id(o) == "ClusterRole/warmer-controller-warm-gate"
+	}) {
+		t.Errorf("the default chart renders the warm gate; want it off")
+	}
+	want := kustomizeWith(t, "default", "components/warm-gate")
+	want = slices.DeleteFunc(want, func(o *unstructured.Unstructured) bool {
+		return o.GetKind() == "Namespace" && o.GetName() == namespace
+	})
+	got := helmTemplate(t, namespace, "--set", "warmGate.enabled=true")
+	compare(t, "config/default with warm-gate", want, got)
+	if !slices.ContainsFunc(got, func(o *unstructured.Unstructured) bool { return id(o) == "MutatingAdmissionPolicy/warmer-warm-gate" }) {
+		t.Errorf("warmGate.enabled renders no MutatingAdmissionPolicy")
+	}
+}
