@@ -36,12 +36,13 @@ func TestControllerPodWrites(t *testing.T) {
 	pod := newPod(ns, "target", "target", "registry.invalid/app:v1", "")
 	pod.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/other"}, {Name: gate.GateName}}
 	fleet.Create(t, pod)
+	tolerations := len(pod.Spec.Tolerations) // the API server's defaults
 
 	denied := []struct{ name, patch string }{
 		{"a label", `[{"op":"add","path":"/metadata/labels/owned","value":"yes"}]`},
 		{"another gate", `[{"op":"remove","path":"/spec/schedulingGates/0"}]`},
 		{"the image", `[{"op":"replace","path":"/spec/containers/0/image","value":"registry.invalid/evil:v1"}]`},
-		{"a toleration", `[{"op":"add","path":"/spec/tolerations","value":[{"operator":"Exists"}]}]`},
+		{"a toleration", `[{"op":"add","path":"/spec/tolerations/-","value":{"operator":"Exists"}}]`},
 	}
 	for _, d := range denied {
 		err := as.Patch(ctx, pod, client.RawPatch(types.JSONPatchType, []byte(d.patch)))
@@ -69,7 +70,7 @@ func TestControllerPodWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(got.Spec.SchedulingGates) != 1 || got.Spec.SchedulingGates[0].Name != "example.com/other" || got.Labels["owned"] != "" ||
-		got.Spec.Containers[0].Image != "registry.invalid/app:v1" || len(got.Spec.Tolerations) != 0 {
+		got.Spec.Containers[0].Image != "registry.invalid/app:v1" || len(got.Spec.Tolerations) != tolerations {
 		t.Errorf("the Pod after the controller's writes: gates %v labels %v image %s tolerations %v",
 			got.Spec.SchedulingGates, got.Labels, got.Spec.Containers[0].Image, got.Spec.Tolerations)
 	}
