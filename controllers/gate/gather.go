@@ -16,6 +16,13 @@ import (
 	"github.com/warmer-dev/warmer/pkg/imageref"
 )
 
+// Deadlines: the default, and the most a Pod may ask, so that no template
+// holds its Pods back for long.
+const (
+	DefaultDeadline = 10 * time.Minute
+	MaxDeadline     = time.Hour
+)
+
 // gather reads what Decide needs about one gated Pod.
 func (r *Reconciler) gather(ctx context.Context, pod *corev1.Pod) (Input, error) {
 	in := Input{Now: r.Clock.Now(), Created: pod.CreationTimestamp.Time, Deadline: deadlineOf(pod.Annotations)}

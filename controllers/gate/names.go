@@ -1,7 +1,5 @@
 package gate
 
-import "time"
-
 // The names the gate shares with its admission policy
 // (config/components/warm-gate) and with users' pod templates.
 const (
@@ -17,13 +15,6 @@ const (
 	// ArmingLease is the Lease, in the controller's namespace, whose
 	// existence arms the admission policy.
 	ArmingLease = "warmer-warm-gate"
-)
-
-// Deadlines: the default, and the most a Pod may ask, so that no template
-// holds its Pods back for long.
-const (
-	DefaultDeadline = 10 * time.Minute
-	MaxDeadline     = time.Hour
 )
 
 // Reasons of the Pod condition and of the events.

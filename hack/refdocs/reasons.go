@@ -16,6 +16,8 @@ import (
 const (
 	conditionsFile = "api/v1alpha1/conditions.go"
 	eventsDir      = "controllers/agent/plan"
+	// gateFile holds the warm gate's Pod condition and its reasons.
+	gateFile = "controllers/gate/names.go"
 )
 
 // constGroup is one const declaration of conditions.go: its doc and its
@@ -65,6 +67,24 @@ func writeReasons(w *bytes.Buffer, root string) error {
 	for _, ident := range idents {
 		c := values[ident]
 		fmt.Fprintf(w, "| `%s` | %s | %s |\n", c.Value, events[ident].kind(), cell(words.Replace(meaning(c))))
+	}
+	return writeGateReasons(w, root)
+}
+
+// writeGateReasons lists the reasons of the warm gate's Pod condition
+// (docs/guides/warm-gate.md); each but Warm is also a Warning event.
+func writeGateReasons(w *bytes.Buffer, root string) error {
+	groups, err := parseConsts(filepath.Join(root, gateFile))
+	if err != nil {
+		return err
+	}
+	w.WriteString("\n## The warm gate's Pod condition\n\nThe controller sets the Pod condition `warmer.dev/Warm` when it removes the `warmer.dev/warm` scheduling gate ([guide](../guides/warm-gate.md)): True with reason `Warm`, else False with one of the others, which is also recorded as a Warning event on the Pod.\n\n| Reason | Meaning |\n|---|---|\n")
+	for _, g := range groups {
+		for _, c := range g.Consts {
+			if strings.HasPrefix(c.Ident, "Reason") {
+				fmt.Fprintf(w, "| `%s` | %s |\n", c.Value, cell(meaning(c)))
+			}
+		}
 	}
 	return nil
 }

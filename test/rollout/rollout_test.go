@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/controllers/gate"
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/faults"
 )
 
 const replicas = 20
@@ -31,8 +33,11 @@ func TestGatedRollout(t *testing.T) {
 	c := fleet.CP.Client
 	fleet.Create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	v1 := regs.Anon.PushRandom(t, "web/app:v1", testbed.ImageOptions{LayerSize: 2 * testbed.MB})
-	v2 := regs.Anon.PushRandom(t, "web/app:v2", testbed.ImageOptions{LayerSize: 2 * testbed.MB})
-	v3 := regs.Anon.PushRandom(t, "web/app:v3", testbed.ImageOptions{LayerSize: 2 * testbed.MB})
+	// The new images come through a proxy at 1 MB/s per connection: each
+	// node takes seconds to pull one, longer than the scheduler takes to
+	// place an ungated Pod.
+	slow := faults.StartSlowProxy(t, regs.Anon.Host, 1<<20)
+	v2, v3 := slowRef(t, slow, "web/app:v2"), slowRef(t, slow, "web/app:v3")
 	template := newPod(ns, "", "web", v1.Ref, "from-web")
 	deploy := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", Labels: map[string]string{"app": "web"}},
 		Spec: appsv1.DeploymentSpec{Replicas: ptr(int32(replicas)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
@@ -44,7 +49,7 @@ func TestGatedRollout(t *testing.T) {
 	waitReady(t, ns, "from-web", v1.Ref)
 
 	t.Run("gated: no Pod bound before its image is on its node", func(t *testing.T) {
-		r := roll(t, deploy, v2.Ref, true)
+		r := roll(t, deploy, v2, true)
 		t.Logf("gated rollout: %d Pods bound in %v, %d bound cold", replicas, r.took.Round(time.Millisecond), len(r.cold))
 		if len(r.cold) > 0 {
 			t.Errorf("Pods bound before their image was on the node: %v", r.cold)
@@ -53,7 +58,7 @@ func TestGatedRollout(t *testing.T) {
 			t.Errorf("%d Pods created without the gate", r.ungated)
 		}
 		var pods corev1.PodList
-		if err := c.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"rollout": v2.Ref[len(v2.Ref)-2:]}); err != nil {
+		if err := c.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"rollout": v2[len(v2)-2:]}); err != nil {
 			t.Fatal(err)
 		}
 		for i := range pods.Items {
@@ -65,7 +70,7 @@ func TestGatedRollout(t *testing.T) {
 	})
 
 	t.Run("ungated, for comparison", func(t *testing.T) {
-		r := roll(t, deploy, v3.Ref, false)
+		r := roll(t, deploy, v3, false)
 		t.Logf("ungated rollout: %d Pods bound in %v, %d bound cold", replicas, r.took.Round(time.Millisecond), len(r.cold))
 	})
 }
@@ -142,6 +147,13 @@ func waitReady(t *testing.T, ns, name, image string) {
 		}
 		return nil
 	})
+}
+
+// slowRef pushes a 3 MB image and returns its reference through the slow
+// proxy.
+func slowRef(t *testing.T, slow *faults.SlowProxy, repoTag string) string {
+	img := regs.Anon.PushRandom(t, repoTag, testbed.ImageOptions{LayerSize: 3 * testbed.MB})
+	return strings.Replace(img.Ref, regs.Anon.Host, slow.Host, 1)
 }
 
 func ptr[T any](v T) *T { return &v }
