@@ -1,8 +1,10 @@
 package rollout
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -66,6 +68,14 @@ func TestGatedRollout(t *testing.T) {
 			if cond == nil || cond.Status != corev1.ConditionTrue || cond.Reason != gate.ReasonWarm {
 				t.Errorf("Pod %s condition %s: %+v", pods.Items[i].Name, gate.ConditionWarm, cond)
 			}
+		}
+	})
+
+	t.Run("already warm: what the gate adds", func(t *testing.T) {
+		gated, plain := bindTimes(t, ns, v2, "from-web"), bindTimes(t, ns, v2, "")
+		t.Logf("creation to bound, image warm everywhere: gated %v, ungated %v", gated, plain)
+		if slices.Max(gated) > 3*time.Second {
+			t.Errorf("a gated Pod whose image is warm took %v to bind (target: under 1 s added)", slices.Max(gated))
 		}
 	})
 
@@ -136,6 +146,32 @@ func roll(t *testing.T, deploy *appsv1.Deployment, image string, gated bool) rol
 	})
 	r.took = time.Since(start)
 	return r
+}
+
+// bindTimes creates five Pods of image one after another, gated on iw
+// ("" for none), and returns how long each took from its creation until
+// the scheduler bound it.
+func bindTimes(t *testing.T, ns, image, iw string) []time.Duration {
+	ctx := context.Background()
+	var out []time.Duration
+	for i := range 5 {
+		pod := newPod(ns, fmt.Sprintf("warm-%s-%d", cmp.Or(iw, "plain"), i), "warm", image, iw)
+		start := time.Now()
+		if err := fleet.CP.Client.Create(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+		testbed.Poll(t, 20*time.Millisecond, time.Minute, pod.Name+" bound", func() error {
+			if err := fleet.CP.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+				return err
+			}
+			if pod.Spec.NodeName == "" {
+				return fmt.Errorf("not bound")
+			}
+			return nil
+		})
+		out = append(out, time.Since(start).Round(time.Millisecond))
+	}
+	return out
 }
 
 // waitReady waits until the ImageWarm is Ready with image resolved.
