@@ -58,9 +58,6 @@ func startBed(t testbed.TB) {
 		setCapacity(t, name)
 	}
 	fleet.CP.StartScheduler(t)
-	if out, err := fleet.CP.Kubectl(t, "api-resources", "--api-group=admissionregistration.k8s.io"); err == nil {
-		t.Logf("admission APIs:\n%s", out)
-	}
 	waitArmed(t, true)
 }
 
@@ -120,7 +117,7 @@ func waitArmed(t testbed.TB, armed bool) {
 		if hasGate(pod) != armed {
 			var lease coordinationv1.Lease
 			err := fleet.CP.Client.Get(context.Background(), client.ObjectKey{Namespace: testbed.SystemNamespace, Name: gate.ArmingLease}, &lease)
-			return fmt.Errorf("probe Pod gates %v (arming Lease: %v); controller:\n%s", pod.Spec.SchedulingGates, err, fleet.Controller.Log(15))
+			return fmt.Errorf("probe Pod gates %v (arming Lease: %w); controller:\n%s", pod.Spec.SchedulingGates, err, fleet.Controller.Log(15))
 		}
 		return nil
 	})
