@@ -22,20 +22,21 @@ package v1alpha1
 // widest characters and every list full, marshals them and checks them
 // against StatusBudget; TestAPI writes one to a real API server.
 //
-// NodeWarm, per image (NodeImage), worst case 1,415 bytes: image 544
-// (a 512-character spec reference, normalised) + digest 135 + reason 64 +
-// message 256 characters of plain text + secretsNamespace 63, a count at
-// its longest, a timestamp, 16 indices of up to three digits, verified,
-// pinned, a pull's progress (bytes bounded to 15 digits, seconds to 7),
-// and the keys: 512 of them take 724 KB. The warms list takes 512 x 437
-// bytes (a 63-character namespace, a 253-character name, a 19-digit
-// generation, a 16-digit hash of the resolved images, a served count of
-// six digits) = 224 KB; conditions (8, messages capped at 768 characters
-// by a rule, 6 bytes each) 38 KB; runtime, image filesystem and the
-// node's progress 27 KB. 1,045,417 bytes (1.00 MiB) in all: under
-// StatusBudget, with 3 KB to spare. A new per-image field has no room
-// left: it needs room made elsewhere (fewer entries, a shorter bound), as
-// the served counts took theirs from the condition messages. 1,024
+// NodeWarm, per image (NodeImage), worst case 1,384 bytes: image 544
+// (a 512-character spec reference, normalised) + digest 135 + reason 32 +
+// message 224 characters of plain text + secretsNamespace 63, a count at
+// its longest, two timestamps (lastTransitionTime, retryAt), 16 indices
+// of up to three digits, verified, pinned, a pull's progress (bytes
+// bounded to 15 digits, seconds to 7), and the keys: 512 of them take
+// 709 KB. The warms list takes 512 x 437 bytes (a 63-character
+// namespace, a 253-character name, a 19-digit generation, a 16-digit
+// hash of the resolved images, a served count of six digits) = 224 KB;
+// conditions (8, messages capped at 768 characters by a rule, 6 bytes
+// each) 38 KB; runtime, image filesystem and the node's progress 27 KB.
+// 1,029,631 bytes (0.98 MiB) in all: under StatusBudget, with 18 KB (37
+// bytes an image) to spare. A new per-image field needs its room made
+// elsewhere (fewer entries, a shorter bound), as retryAt took its own
+// from the reasons' and messages' bounds. 1,024
 // images would take 1.5 MiB: 512 is the bound.
 //
 // ImageWarm: the spec at MaxImagesPerWarm takes about 52 KB, the status
@@ -77,8 +78,9 @@ const (
 	// MaxRequestedBy is the most ImageWarms listed as wanting one image.
 	MaxRequestedBy = 16
 	// MaxNodeMessageLength is the longest message kept per image in a
-	// NodeWarm.
-	MaxNodeMessageLength = 256
+	// NodeWarm: 32 characters fewer than an ImageWarm's, with reasons of
+	// 32, made the room of retryAt (limits.go's arithmetic above).
+	MaxNodeMessageLength = 224
 	// MaxConditionMessageLength is the longest condition message an
 	// ImageWarm takes (metav1.Condition's own bound is 32768).
 	MaxConditionMessageLength = 1024
@@ -100,5 +102,5 @@ const (
 	MaxReportedFailures = 10
 	// MaxMessageLength is the longest message kept in a status; longer runtime
 	// messages are cut.
-	MaxMessageLength = MaxNodeMessageLength
+	MaxMessageLength = 256
 )

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
+	"github.com/warmer-dev/warmer/internal/vocabulary"
 	"github.com/warmer-dev/warmer/test/testbed"
 )
 
@@ -353,3 +354,33 @@ var nodeWarmBadInput = []struct {
 }
 
 func firstImage(st map[string]any) map[string]any { return st["images"].([]any)[0].(map[string]any) }
+
+// TestReasonsFitTheirField holds every reason conditions.go names within
+// the bound the NodeWarm's image entries take: the arithmetic above counts
+// on it, and an agent writes any of them there (pull failure classes,
+// evictions, the disk guard's).
+func TestReasonsFitTheirField(t *testing.T) {
+	field := crdSchema(t, "warmer.dev_nodewarms.yaml").Properties["status"].Properties["images"].Items.Schema.Properties["reason"]
+	if field.MaxLength == nil {
+		t.Fatal("status.images[].reason has no maxLength")
+	}
+	groups, err := vocabulary.Parse("conditions.go", warmv1.ConditionsSource)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, g := range groups {
+		for _, c := range g.Consts {
+			if !strings.HasPrefix(c.Ident, "Reason") {
+				continue
+			}
+			n++
+			if int64(len(c.Value)) > *field.MaxLength {
+				t.Errorf("%s is %q, %d characters: over the %d an image entry's reason takes", c.Ident, c.Value, len(c.Value), *field.MaxLength)
+			}
+		}
+	}
+	if n < 20 {
+		t.Fatalf("read %d reasons from conditions.go; the parse lost them", n)
+	}
+}

@@ -129,15 +129,16 @@ type NodeImage struct {
 	Digest string `json:"digest,omitempty"`
 	// reason classifies the last failure, e.g. Unauthorized or NotFound;
 	// on a present image, EvictedRepeatedly says the node keeps removing it
-	// soon after it arrives.
+	// soon after it arrives. Reasons are single words of at most 32
+	// characters (api/v1alpha1/conditions.go lists them).
 	// +optional
-	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]*$`
 	Reason string `json:"reason,omitempty"`
-	// message explains the last failure, cut to 256 characters, in plain
+	// message explains the last failure, cut to 224 characters, in plain
 	// printable ASCII without the characters JSON escapes (", \, <, > and &).
 	// +optional
-	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:MaxLength=224
 	// +kubebuilder:validation:Pattern=`^[ !#-%'-;=?-\[\]-~]*$`
 	Message string `json:"message,omitempty"`
 	// attempts counts pulls tried since the image was last present.
@@ -148,6 +149,12 @@ type NodeImage struct {
 	// garbage collection (pinned by warmer or by someone else).
 	// +optional
 	Pinned bool `json:"pinned,omitempty"`
+	// retryAt is when the agent tries a BackOff image again on its own.
+	// While the image keeps failing alike, the agent rewrites it at most
+	// every --status-retry-interval (a minute by default), so it may lie
+	// that far in the past.
+	// +optional
+	RetryAt *metav1.Time `json:"retryAt,omitempty"`
 	// lastTransitionTime is when state last changed. It is left out for a
 	// present image: what matters then is that it is there.
 	// +optional

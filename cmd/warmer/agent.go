@@ -201,6 +201,7 @@ func runAgent(args []string, help io.Writer) error {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
 	tuneRuntime(f.pprofAddr)
+	limitMemory()
 	// The engine and the CRI client log through the context's logger:
 	// they are libraries and know nothing of controller-runtime's.
 	ctx := logr.NewContext(ctrl.SetupSignalHandler(), ctrl.Log)

@@ -146,6 +146,7 @@ func runController(args []string, help io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
+	limitMemory()
 	lock, err := leaderLock(cfg, &f)
 	if err != nil {
 		return fmt.Errorf("making the leader election lock: %w", err)

@@ -78,7 +78,7 @@ func serveFake(t *testing.T, f *hugeCRI) string {
 
 // TestHugeRuntimeMessage runs the real agent and controller binaries on a
 // real API server against the fake runtime: a 100 KB pull error must come
-// out cut to the schema's 256 characters in the NodeWarm and the
+// out cut to the schema's 224 characters in the NodeWarm and the
 // ImageWarm, and under the API's 1024 bytes in the Failed event, with its
 // reason; the other image of the same ImageWarm is pulled; the agent stays
 // up.

@@ -3,6 +3,7 @@ package warmerctl
 import (
 	"cmp"
 	"slices"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -24,6 +25,10 @@ type FailureGroup struct {
 	Since *metav1.Time `json:"since,omitempty"`
 	// BackingOff is true when some node will try again on its own.
 	BackingOff bool `json:"backingOff,omitempty"`
+	// NextTry is the earliest time a node said it tries again (as last
+	// written: a node refreshes it at most every minute or so while its
+	// pulls keep failing alike, so it may have passed).
+	NextTry *metav1.Time `json:"nextTry,omitempty"`
 }
 
 func addFailure(groups map[string]*FailureGroup, node string, img *warmv1.NodeImage) {
@@ -47,6 +52,17 @@ func addFailure(groups map[string]*FailureGroup, node string, img *warmv1.NodeIm
 		g.Since = t
 	}
 	g.BackingOff = g.BackingOff || img.State == warmv1.ImageBackOff
+	if t := img.RetryAt; t != nil && img.State == warmv1.ImageBackOff && (g.NextTry == nil || t.Before(g.NextTry)) {
+		g.NextTry = t
+	}
+}
+
+// nextTry says when the group's first node tries again, for text.
+func (g FailureGroup) nextTry() string {
+	if g.NextTry == nil {
+		return ""
+	}
+	return "next try " + g.NextTry.UTC().Format(time.RFC3339)
 }
 
 // sortedGroups orders the groups by how many nodes they hold, then by

@@ -43,6 +43,9 @@ func RenderStatus(w io.Writer, s Summary, sc Screen) error {
 		if g.Message != "" {
 			tail = append(tail, "  "+g.Message)
 		}
+		if t := g.nextTry(); t != "" {
+			tail = append(tail, "  "+t)
+		}
 	}
 	if n := s.Nodes.NotReporting; n > 0 {
 		tail = append(tail, fmt.Sprintf("not reporting: %s: %s", count(int(n), "node"), nodeList(silentNames(s.Silent))))

@@ -69,7 +69,11 @@ func Explain(s Summary) Why {
 
 func retrying(g FailureGroup) string {
 	if g.BackingOff {
-		return fmt.Sprintf(" (tried %s, backing off; retried on its own)", count(int(g.Attempts), "time"))
+		next := "retried on its own"
+		if t := g.nextTry(); t != "" {
+			next += ", " + t
+		}
+		return fmt.Sprintf(" (tried %s, backing off; %s)", count(int(g.Attempts), "time"), next)
 	}
 	return " (not retried until something changes)"
 }

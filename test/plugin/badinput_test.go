@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -78,10 +79,37 @@ func TestWhyEachFailureClass(t *testing.T) {
 				}
 			}
 			t.Logf("why %s:\n%s", c.name, out)
+			checkNextTry(t, out)
 			status, err := run(t, f.CP, viewer, "status", c.name, "-n", ns)
 			if err != nil || !strings.Contains(status, c.reason+" on 1 node: "+node) {
 				t.Errorf("status (%v) does not list the failure:\n%s", err, status)
 			}
 		})
+	}
+}
+
+// nextTryText finds the next try why states for a pull backing off.
+var nextTryText = regexp.MustCompile(`backing off; retried on its own, next try (\S+)\)`)
+
+// checkNextTry holds a backing-off failure's next try to the agent's
+// schedule: why must say it, and it must lie within the longest back-off
+// (the agent's default, 5 minutes) of now, give or take the minute a
+// node may leave it unrefreshed while a pull keeps failing alike.
+func checkNextTry(t *testing.T, out string) {
+	t.Helper()
+	if !strings.Contains(out, "backing off") {
+		return
+	}
+	m := nextTryText.FindStringSubmatch(out)
+	if m == nil {
+		t.Errorf("why says a pull backs off but not when it is tried next:\n%s", out)
+		return
+	}
+	at, err := time.Parse(time.RFC3339, m[1])
+	if err != nil {
+		t.Fatalf("next try %q: %v", m[1], err)
+	}
+	if now := time.Now(); at.Before(now.Add(-2*time.Minute)) || at.After(now.Add(5*time.Minute)) {
+		t.Errorf("next try %v, not within the back-off of now (%v)", at, now)
 	}
 }

@@ -27,6 +27,9 @@ const (
 
 var then = metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 
+// retry is when a backing-off node of the fixture tries again.
+var retry = metav1.NewTime(then.Add(80 * time.Second))
+
 const mib = int64(1) << 20
 
 func cond(typ string, status metav1.ConditionStatus, reason, msg string) metav1.Condition {
@@ -141,7 +144,7 @@ func fixtureNodes() []*warmv1.NodeWarm {
 		nodeWarm("node-b", []warmv1.NodeImage{present(api, 0), pullingImage(web, 40, 100, ptr.To[int64](60))}),
 		nodeWarm("node-c", []warmv1.NodeImage{queued(api, ""), pullingImage(web, 90, 100, ptr.To[int64](5))}),
 		nodeWarm("node-d", []warmv1.NodeImage{present(api, 0), {Image: web, State: warmv1.ImageBackOff, Reason: warmv1.ReasonNotFound,
-			Message: "registry.example/shop/web:v2: not found", Attempts: 3, Warms: []int32{0}, LastTransitionTime: &then}}),
+			Message: "registry.example/shop/web:v2: not found", Attempts: 3, Warms: []int32{0}, LastTransitionTime: &then, RetryAt: &retry}}),
 		nodeWarm("node-e", []warmv1.NodeImage{present(api, 0), queued(web, "")},
 			cond(warmv1.ConditionDiskPressure, metav1.ConditionTrue, warmv1.ReasonAboveThreshold, "image filesystem 91% full, above the 85% threshold")),
 		nodeWarm("node-g", []warmv1.NodeImage{present(api, 0), queued(web, warmv1.ReasonWaitingForRollout)}),

@@ -55,14 +55,27 @@ func TestMemoryBomb(t *testing.T) {
 	const bombNode = "node-bomb"
 	reg := testbed.StartRegistry(t, testbed.RegistryOptions{Name: "bomb"})
 	small := reg.PushRandom(t, "victim/app:v1", testbed.ImageOptions{LayerSize: testbed.MB})
+	// The agent runs in a memory cgroup with its shipped limit, as in its
+	// Pod: past it, the kernel would kill it, and the agent sets its Go
+	// soft limit from it (cmd/warmer memlimit.go).
+	limit := memoryLimit(t, "agent_daemonset.yaml", "DaemonSet", "agent")
+	cg, err := testbed.NewMemoryCgroup(t, "warmer-membomb")
+	if err != nil {
+		t.Fatalf("this test needs a memory cgroup (root, a memory controller): %v", err)
+	}
+	if err := cg.SetLimit(limit); err != nil {
+		t.Fatal(err)
+	}
 	f := testbed.StartFleet(t, map[string]map[string]string{bombNode: nil},
-		testbed.FleetOptions{PlainAgents: []string{bombNode}})
+		testbed.FleetOptions{PlainAgents: []string{bombNode}, AgentCommand: func(_ string, argv []string) []string { return cg.Command(argv...) }})
 	for _, ns := range []string{"hog", "victim"} {
 		f.Create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	}
 	agent := f.Nodes[bombNode].Agent
 	pid := agent.Pid()
-	limit := memoryLimit(t, "agent_daemonset.yaml", "DaemonSet", "agent")
+	if log := agent.Log(200); !strings.Contains(log, "Go soft memory limit set from the container's memory limit") {
+		t.Errorf("the agent in a cgroup of %d MiB set no soft memory limit:\n%s", limit>>20, agent.Log(20))
+	}
 	t.Logf("agent RSS before the bomb: %d MiB (limit %d MiB)", testbed.ProcStatusKiB(t, pid, "VmRSS")>>10, limit>>20)
 
 	// Client-side rate limiting off, so that the workers reach the API
@@ -98,6 +111,9 @@ func TestMemoryBomb(t *testing.T) {
 			n.Metric(t, "go_memstats_heap_inuse_bytes")/(1<<20),
 			(n.Metric(t, "go_memstats_heap_idle_bytes")-n.Metric(t, "go_memstats_heap_released_bytes"))/(1<<20),
 			n.Metric(t, "go_memstats_next_gc_bytes")/(1<<20))
+		if u, err := cg.Usage(); err == nil {
+			t.Logf("agent cgroup %s: working set %d MiB (as the kubelet counts it), usage %d MiB", when, u.WorkingSet>>20, u.Usage>>20)
+		}
 		if peak > bound {
 			t.Errorf("the agent's peak RSS %d MiB is above %d MiB, %.0f%% of its %d MiB limit", peak>>20, bound>>20, bombMargin*100, limit>>20)
 		}

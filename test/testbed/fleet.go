@@ -77,6 +77,10 @@ type FleetOptions struct {
 	// test measures those, while the others are race-checked doing the
 	// same work.
 	PlainAgents []string
+	// AgentCommand, when set, wraps a node's agent command line: to start
+	// it in a memory cgroup with its shipped limit (MemoryCgroup.Command),
+	// as the kubelet starts its container.
+	AgentCommand func(node string, argv []string) []string
 	// BeforeController runs after the agents start and before the
 	// controller does: a test installs there what the controller's
 	// flags need (an opt-in component's roles and policies).
@@ -114,6 +118,9 @@ func StartFleet(t TB, labels map[string]map[string]string, opts FleetOptions) *F
 			n.agentArgs = append([]string{f.agentBin(t, name), "agent", "--kubeconfig", kubeconfig, "--node-name", name,
 				"--container-runtime-endpoint", endpoint, "--metrics-bind-address", metrics,
 				"--health-probe-bind-address", probe}, f.AgentSettings.Flags()...)
+			if opts.AgentCommand != nil {
+				n.agentArgs = opts.AgentCommand(name, n.agentArgs)
+			}
 			return n.agentArgs
 		})
 		f.Nodes[name] = n

@@ -114,6 +114,16 @@ func (c *MemoryCgroup) Command(argv ...string) []string {
 	return append([]string{"/bin/sh", "-c", `echo $$ >"$0" && exec "$@"`, filepath.Join(c.dir(), "cgroup.procs")}, argv...)
 }
 
+// SetLimit sets the cgroup's memory limit, as the kubelet sets a
+// container's from its resources.limits.memory.
+func (c *MemoryCgroup) SetLimit(bytes int64) error {
+	file := "memory.limit_in_bytes"
+	if c.v2 {
+		file = "memory.max"
+	}
+	return os.WriteFile(filepath.Join(c.dir(), file), []byte(strconv.FormatInt(bytes, 10)), 0o644)
+}
+
 // Usage reads the cgroup's memory figures as the kubelet (cAdvisor) does:
 // memory.usage_in_bytes and total_inactive_file on v1, memory.current and
 // inactive_file on v2.

@@ -128,8 +128,8 @@ func TestPlainText(t *testing.T) {
 	for _, c := range []struct{ in, want string }{
 		{`a "b" <c> & d\e`, `a 'b' (c) + d/e`},
 		{"line\nbreak\ttab\x00é", "line break tab??"},
-		{long, "failed to pull and unpack image '" + strings.Repeat("r", 92) + " ... " + strings.Repeat("r", 114) + "': not found"},
-		{strings.Repeat("é", 10000) + "END", strings.Repeat("?", 125) + " ... " + strings.Repeat("?", 123) + "END"},
+		{long, "failed to pull and unpack image '" + strings.Repeat("r", 76) + " ... " + strings.Repeat("r", 98) + "': not found"},
+		{strings.Repeat("é", 10000) + "END", strings.Repeat("?", 109) + " ... " + strings.Repeat("?", 107) + "END"},
 	} {
 		got := statusMessage(c.in)
 		if got != c.want || len(got) > warmv1.MaxNodeMessageLength || !plainPattern.MatchString(got) {

@@ -200,6 +200,16 @@ func TestPlanPins(t *testing.T) {
 	}
 }
 
+// wantRetryAt checks that each entry tries again at want.
+func wantRetryAt(t *testing.T, want time.Time, imgs ...warmv1.NodeImage) {
+	t.Helper()
+	for _, img := range imgs {
+		if img.RetryAt == nil || !img.RetryAt.Time.Equal(want) {
+			t.Errorf("retryAt %v, want %v (when the window ends)", img.RetryAt, want)
+		}
+	}
+}
+
 // TestPlanEvictionBackOff follows an image the node keeps removing: the
 // first eviction after a long stay pulls again at once; evictions in a row
 // soon after arrival wait out a doubling window from the last arrival,
@@ -244,6 +254,9 @@ func TestPlanEvictionBackOff(t *testing.T) {
 	if out.Next != 17*time.Second {
 		t.Errorf("next pass in %v, want 17s (when the window ends)", out.Next)
 	}
+	// Still within the window, the next try stays where it was: a status
+	// that moved with the clock would be written at every pass.
+	wantRetryAt(t, arrived.Add(20*time.Second), img, pass(arrived.Add(10*time.Second), out.State, false).Status.Images[0])
 	if e := out.Events; len(e) != 1 || !strings.Contains(e[0].Note, "2 time(s) in a row") {
 		t.Errorf("events %+v, want one Evicted counting 2 evictions", e)
 	}

@@ -704,6 +704,7 @@ func (p *planner) imageStatus(key string, w *wantedImage, m imageMemory, v image
 		}
 	case v.backOff && v.failed != nil:
 		img.State, img.Reason, img.Message = warmv1.ImageBackOff, string(v.failed.Class), statusMessage(v.failed.Message)
+		img.RetryAt = retryTime(v.retryAt)
 		p.soon(v.retryAt.Sub(p.in.Now))
 		if v.failed.Class == pull.ClassUnauthorized && len(w.secrets) > 0 {
 			p.soon(secretRetry)
@@ -733,7 +734,17 @@ func (p *planner) evictionStatus(img *warmv1.NodeImage, m imageMemory) {
 		img.Reason = warmv1.ReasonEvictedRepeatedly
 	}
 	img.Message = statusMessage(evictedStatus(m.evictions, hold))
+	if hold > 0 {
+		img.RetryAt = retryTime(m.arrivedAt.Add(p.in.EvictionBackOff.after(m.evictions)))
+	}
 	p.soon(hold)
+}
+
+// retryTime is the reported time of an image's next try, to the second
+// as the API keeps it.
+func retryTime(at time.Time) *metav1.Time {
+	t := metav1.NewTime(at.Truncate(time.Second))
+	return &t
 }
 
 // recentEvictions marks a present image the node removed more than once

@@ -258,6 +258,9 @@ func TestPlanFailures(t *testing.T) {
 			if img.Reason != "NotFound" || img.Attempts != 1 || !strings.Contains(img.Message, "registry said no") {
 				t.Errorf("status %+v: want reason NotFound, 1 attempt and the message", img)
 			}
+			if want := t0.Add(9 * time.Second); img.RetryAt == nil || !img.RetryAt.Time.Equal(want) {
+				t.Errorf("retryAt %v, want %v (when the back-off ends)", img.RetryAt, want)
+			}
 			if out.Next != 9*time.Second {
 				t.Errorf("next pass in %v, want 9s (when the back-off ends)", out.Next)
 			}

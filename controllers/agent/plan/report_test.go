@@ -141,6 +141,9 @@ func TestReportDueRetries(t *testing.T) {
 		if state == warmv1.ImagePresent {
 			i.LastTransitionTime = nil
 		}
+		if state == warmv1.ImageBackOff {
+			i.RetryAt = at(since + 10*time.Second)
+		}
 		return i
 	}
 	status := func(a warmv1.NodeImage) warmv1.NodeWarmStatus {

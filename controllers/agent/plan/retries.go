@@ -41,8 +41,9 @@ func retriesAsWritten(written, st warmv1.NodeWarmStatus) (folded warmv1.NodeWarm
 // retryOnly says whether s, an image's entry now, differs from w, its
 // entry as written while its pull was failing (BackOff), by a retry
 // alone: the retry waiting or under way (Queued with no reason or the
-// failure's, or Pulling), or failed again for the same reason, with more attempts and a
-// newer transition time, its other fields as written. A retry that
+// failure's, or Pulling), or failed again for the same reason, with more
+// attempts, a newer transition time and a later next try, its other
+// fields as written. A retry that
 // succeeds, or fails another way, is news.
 func retryOnly(w, s warmv1.NodeImage) bool {
 	if w.State != warmv1.ImageBackOff || s.Attempts < w.Attempts || equality.Semantic.DeepEqual(w, s) {
@@ -54,6 +55,6 @@ func retryOnly(w, s warmv1.NodeImage) bool {
 	default:
 		return false
 	}
-	s.State, s.Reason, s.Message, s.Attempts, s.LastTransitionTime, s.Progress = w.State, w.Reason, w.Message, w.Attempts, w.LastTransitionTime, w.Progress
+	s.State, s.Reason, s.Message, s.Attempts, s.LastTransitionTime, s.Progress, s.RetryAt = w.State, w.Reason, w.Message, w.Attempts, w.LastTransitionTime, w.Progress, w.RetryAt
 	return equality.Semantic.DeepEqual(w, s)
 }
