@@ -1,4 +1,4 @@
-// Package controllers holds warmer's two controllers, one package each,
+// Package controllers holds warmer's controllers, one package each,
 // sharing only the API types (api/v1alpha1) and small helpers under pkg/
 // and internal/:
 //
@@ -7,6 +7,9 @@
 //     is missing and reports it in the node's NodeWarm.
 //   - imagewarm: the ImageWarm status controller, one per cluster, which
 //     folds the NodeWarms into each ImageWarm's status.
+//   - pullsecrets and gate: beside it in the controller binary, the
+//     credential bundler and the warm gate (which releases the Pods that
+//     wait for their images).
 //
-// cmd/warmer is the only importer of both.
+// cmd/warmer is the only importer of them.
 package controllers

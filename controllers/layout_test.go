@@ -33,6 +33,7 @@ func TestImportRules(t *testing.T) {
 			"k8s.io/cri-api/...", "google.golang.org/grpc/...", module + "pkg/pullengine", module + "pkg/criclient",
 		}},
 		{"controllers/imagewarm", []string{module + "controllers/agent/...", module + "pkg/pullengine/...", module + "pkg/criclient"}},
+		{"controllers/gate", []string{module + "controllers/agent/...", module + "controllers/imagewarm/...", module + "pkg/pullengine/...", module + "pkg/criclient"}},
 		{"controllers/pullsecrets", []string{module + "controllers/agent/...", module + "controllers/imagewarm/...", module + "pkg/pullengine/...", module + "pkg/criclient"}},
 		{"pkg/pullengine", []string{module + "api/...", module + "controllers/...", "sigs.k8s.io/controller-runtime/...",
 			"k8s.io/api/...", "k8s.io/apimachinery/..."}},
