@@ -30,6 +30,9 @@ type Input struct {
 	Unlisted []string
 	// Nodes are the nodes the Pod may run on.
 	Nodes []NodeState
+	// Note is added to a release's message: what was wrong with the
+	// Pod's own settings (a deadline annotation out of range).
+	Note string
 }
 
 // Decision is what to do with the gate.
@@ -46,6 +49,14 @@ type Decision struct {
 // Decide says whether the gate of one Pod goes now, and why (see the
 // package doc for the rules).
 func Decide(in Input) Decision {
+	d := decide(in)
+	if d.Release && in.Note != "" {
+		d.Message += "; " + in.Note
+	}
+	return d
+}
+
+func decide(in Input) Decision {
 	left := in.Created.Add(in.Deadline).Sub(in.Now)
 	switch {
 	case !in.ImageWarmFound:

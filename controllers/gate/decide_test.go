@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -41,6 +42,17 @@ func TestDecide(t *testing.T) {
 				t.Error("a release without a message")
 			}
 		})
+	}
+}
+
+func TestDecideNotesABadDeadline(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	d := Decide(Input{Now: t0.Add(time.Hour), Created: t0, Deadline: MaxDeadline, ImageWarmFound: true, Note: "bad annotation"})
+	if !strings.HasSuffix(d.Message, "; bad annotation") {
+		t.Errorf("message %q does not carry the note", d.Message)
+	}
+	if validDeadline("5h") || validDeadline("soon") || !validDeadline("90s") {
+		t.Error("validDeadline")
 	}
 }
 

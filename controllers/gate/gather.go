@@ -2,6 +2,7 @@ package gate
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -26,6 +27,9 @@ const (
 // gather reads what Decide needs about one gated Pod.
 func (r *Reconciler) gather(ctx context.Context, pod *corev1.Pod) (Input, error) {
 	in := Input{Now: r.Clock.Now(), Created: pod.CreationTimestamp.Time, Deadline: deadlineOf(pod.Annotations)}
+	if v, ok := pod.Annotations[AnnotationDeadline]; ok && !validDeadline(v) {
+		in.Note = fmt.Sprintf("annotation %s=%q is not a duration from 0 to %v: waited %v", AnnotationDeadline, v, MaxDeadline, in.Deadline)
+	}
 	var iw warmv1.ImageWarm
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: pod.Labels[LabelImageWarm]}, &iw)
 	if apierrors.IsNotFound(err) {
@@ -68,6 +72,12 @@ func deadlineOf(annotations map[string]string) time.Duration {
 		return DefaultDeadline
 	}
 	return min(max(d, 0), MaxDeadline)
+}
+
+// validDeadline says value is a duration deadlineOf takes as written.
+func validDeadline(value string) bool {
+	d, err := time.ParseDuration(value)
+	return err == nil && d >= 0 && d <= MaxDeadline
 }
 
 // podImages are the Pod's container and init container images, normalised
