@@ -11,11 +11,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
@@ -136,6 +138,86 @@ func TestNodeSignals(t *testing.T) {
 		}
 		waitLabel(t, f, "node-1", key, false)
 	})
+
+	t.Run("the agent's token writes only its own Node's warm labels and ImagesWarm", func(t *testing.T) {
+		agentWrites(t, f, key)
+	})
+
+	t.Run("a namespace not marked cannot ask for the label", func(t *testing.T) {
+		f.Create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "unmarked"}})
+		iw := build.ImageWarm("unmarked", "web", build.Images(cat.Small.Ref))
+		iw.Spec.NodeLabel = true
+		err := f.CP.Client.Create(context.Background(), iw)
+		if err == nil || !strings.Contains(err.Error(), "spec.nodeLabel") {
+			t.Errorf("creating an ImageWarm with nodeLabel in a namespace not marked: %v, want refused naming spec.nodeLabel", err)
+		}
+	})
+}
+
+// agentWrites makes, with node-1's agent's own Pod-bound token and as dry
+// runs (the agent keeps running), the Node writes the agent makes and
+// those it must not: RBAC grants patch on every Node and its status; the
+// admission policies let it change only warm labels ("true") on its own
+// Node and only the ImagesWarm condition of its own Node's status.
+func agentWrites(t *testing.T, f *testbed.Fleet, key string) {
+	c, err := client.New(f.CP.AgentConfig(t, "node-1"), client.Options{Scheme: testbed.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := func(node string, l map[string]any) error {
+		data, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": l}})
+		if err != nil {
+			return err
+		}
+		return c.Patch(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}},
+			client.RawPatch(types.MergePatchType, data), client.DryRunAll)
+	}
+	condition := func(node, typ string) error {
+		cond := corev1.NodeCondition{Type: corev1.NodeConditionType(typ), Status: corev1.ConditionTrue, Reason: "Probe",
+			LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}
+		data, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{cond}}})
+		if err != nil {
+			return err
+		}
+		return c.Status().Patch(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}},
+			client.RawPatch(types.StrategicMergePatchType, data), client.DryRunAll)
+	}
+	other := warmv1.NodeLabelKey("other-team", "web")
+	for _, tc := range []struct {
+		name    string
+		do      func() error
+		allowed bool
+		msg     string
+	}{
+		{"add a warm label to its Node", func() error { return labels("node-1", map[string]any{other: "true"}) }, true, ""},
+		{"remove a warm label from its Node", func() error { return labels("node-1", map[string]any{key: nil}) }, true, ""},
+		{"add a warm label to another Node", func() error { return labels("node-2", map[string]any{key: "true"}) }, false,
+			"may change only Node node-1, not node-2"},
+		{"add a label under another prefix", func() error { return labels("node-1", map[string]any{"example.com/warm": "true"}) }, false,
+			"change no other label"},
+		{"spoof a warm-looking key with a dotted prefix", func() error {
+			return labels("node-1", map[string]any{"a.b.warm.warmer.dev/web": "true"})
+		}, false, "change no other label"},
+		{"set a warm label to another value", func() error { return labels("node-1", map[string]any{other: "false"}) }, false,
+			"change no other label"},
+		{"change another label", func() error { return labels("node-1", map[string]any{"pool": "gpu"}) }, false, "change no other label"},
+		{"remove another label", func() error { return labels("node-1", map[string]any{"pool": nil}) }, false, "change no other label"},
+		{"write ImagesWarm on its Node", func() error { return condition("node-1", warmv1.NodeConditionImagesWarm) }, true, ""},
+		{"write ImagesWarm on another Node", func() error { return condition("node-2", warmv1.NodeConditionImagesWarm) }, false,
+			"may change only Node node-1, not node-2"},
+		{"write Ready on its Node", func() error { return condition("node-1", string(corev1.NodeReady)) }, false,
+			"may write only condition ImagesWarm"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.do()
+			switch {
+			case tc.allowed && err != nil:
+				t.Errorf("refused: %v", err)
+			case !tc.allowed && (err == nil || !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), tc.msg)):
+				t.Errorf("got %v, want refused by a policy saying %q", err, tc.msg)
+			}
+		})
+	}
 }
 
 // nodeLabels reads a Node's labels as the admin.
