@@ -236,14 +236,14 @@ const (
 	ReasonTaintRemoveFailed = "RemoveFailed"
 )
 
-// NodeConditionImagesWarm is the condition each agent keeps in its own
+// ConditionImagesWarm is the condition each agent keeps in its own
 // Node's status.conditions (the only Node condition warmer writes), for
 // readiness controllers to read: True when every image of every
 // ImageWarm with spec.startupTaint that selects the node is present there,
 // or when no such ImageWarm does; False while some image is missing. Its
 // message counts the images and names a few missing ones. The agent's
-// --node-condition=false leaves it unwritten.
-const NodeConditionImagesWarm = "ImagesWarm"
+// --node-signals=false leaves it unwritten.
+const ConditionImagesWarm = "ImagesWarm"
 
 // Reasons of the Node's ImagesWarm condition.
 const (

@@ -78,7 +78,7 @@ func stripNode(in any) (any, error) {
 // compares with what it would write (nodesignal_patch.go).
 func ownConditions(cs []corev1.NodeCondition) []corev1.NodeCondition {
 	for _, c := range cs {
-		if c.Type == warmv1.NodeConditionImagesWarm {
+		if c.Type == warmv1.ConditionImagesWarm {
 			return []corev1.NodeCondition{c}
 		}
 	}

@@ -34,7 +34,7 @@ func TestCacheKeepsWhatTheAgentReads(t *testing.T) {
 	node.Annotations = map[string]string{"note": "big"}
 	must(t, c.Update(ctx, node))
 	node.Status.Images = []corev1.ContainerImage{{Names: []string{"registry.example/app:v1"}, SizeBytes: 1}}
-	warm := corev1.NodeCondition{Type: warmv1.NodeConditionImagesWarm, Status: corev1.ConditionTrue, Reason: warmv1.ReasonNothingToWarm}
+	warm := corev1.NodeCondition{Type: warmv1.ConditionImagesWarm, Status: corev1.ConditionTrue, Reason: warmv1.ReasonNothingToWarm}
 	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "Test"}, warm}
 	must(t, c.Status().Update(ctx, node))
 	cp.CreateNode(t, "cache-other", nil)

@@ -80,7 +80,7 @@ func (a *NodeAgent) applyNodeLabels(ctx context.Context, node *corev1.Node, want
 // every pass, and the transition time with a new status only.
 func (a *NodeAgent) applyImagesWarm(ctx context.Context, node *corev1.Node, s plan.NodeSignal) error {
 	now := metav1.NewTime(a.Clock.Now())
-	c := corev1.NodeCondition{Type: warmv1.NodeConditionImagesWarm, Status: s.Status, Reason: s.Reason, Message: s.Message,
+	c := corev1.NodeCondition{Type: warmv1.ConditionImagesWarm, Status: s.Status, Reason: s.Reason, Message: s.Message,
 		LastHeartbeatTime: now, LastTransitionTime: now}
 	for _, old := range node.Status.Conditions {
 		if old.Type != c.Type {

@@ -202,8 +202,8 @@ func agentWrites(t *testing.T, f *testbed.Fleet, key string) {
 			"change no other label"},
 		{"change another label", func() error { return labels("node-1", map[string]any{"pool": "gpu"}) }, false, "change no other label"},
 		{"remove another label", func() error { return labels("node-1", map[string]any{"pool": nil}) }, false, "change no other label"},
-		{"write ImagesWarm on its Node", func() error { return condition("node-1", warmv1.NodeConditionImagesWarm) }, true, ""},
-		{"write ImagesWarm on another Node", func() error { return condition("node-2", warmv1.NodeConditionImagesWarm) }, false,
+		{"write ImagesWarm on its Node", func() error { return condition("node-1", warmv1.ConditionImagesWarm) }, true, ""},
+		{"write ImagesWarm on another Node", func() error { return condition("node-2", warmv1.ConditionImagesWarm) }, false,
 			"may change only Node node-1, not node-2"},
 		{"write Ready on its Node", func() error { return condition("node-1", string(corev1.NodeReady)) }, false,
 			"may write only condition ImagesWarm"},
@@ -246,7 +246,7 @@ func kubeletConditions(t *testing.T, f *testbed.Fleet, node string) int {
 	t.Helper()
 	n := 0
 	for _, c := range getNode(t, f, node).Status.Conditions {
-		if c.Type != warmv1.NodeConditionImagesWarm {
+		if c.Type != warmv1.ConditionImagesWarm {
 			n++
 		}
 	}
@@ -272,7 +272,7 @@ func waitCondition(t *testing.T, f *testbed.Fleet, node string, status corev1.Co
 	var got corev1.NodeCondition
 	testbed.Eventually(t, 90*time.Second, fmt.Sprintf("ImagesWarm %s %s on %s", status, reason, node), func() error {
 		for _, c := range getNode(t, f, node).Status.Conditions {
-			if c.Type == warmv1.NodeConditionImagesWarm {
+			if c.Type == warmv1.ConditionImagesWarm {
 				got = c
 				if c.Status == status && c.Reason == reason {
 					return nil

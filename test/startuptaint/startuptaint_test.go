@@ -291,7 +291,7 @@ func waitImagesWarm(t *testing.T, n *testbed.RealNode, status corev1.ConditionSt
 	t.Helper()
 	var got corev1.NodeCondition
 	testbed.Eventually(t, time.Minute, "the Node saying ImagesWarm "+string(status)+" "+reason, func() error {
-		c := nodeCondition(t, n, warmv1.NodeConditionImagesWarm)
+		c := nodeCondition(t, n, warmv1.ConditionImagesWarm)
 		if c == nil || c.Status != status || c.Reason != reason {
 			return fmt.Errorf("ImagesWarm %+v", c)
 		}
