@@ -27,7 +27,7 @@ var readBy = map[string]bool{
 	"Spec.Images": true, "Spec.ImagesFrom": true, "Spec.NodeSelector": true, "Spec.PullPolicy": true,
 	"Spec.RefreshInterval": true, "Spec.ImagePullSecrets": true, "Spec.Priority": true, "Spec.Suspend": true,
 	"Spec.PullTimeout": true, "Spec.StartupTaint": true, "Spec.Retention": true, "Spec.Rollout": true,
-	"Spec.NodeLabel": true,
+	"Spec.NodeLabel":  true,
 	"Spec.Readiness":  false,
 	"Status.Resolved": true, "Status.Rollout": true,
 	"Status.ObservedGeneration": false, "Status.Conditions": false, "Status.ImageCount": false,
