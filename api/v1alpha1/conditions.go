@@ -236,6 +236,30 @@ const (
 	ReasonTaintRemoveFailed = "RemoveFailed"
 )
 
+// ConditionImagesWarm is the condition each agent keeps in its own
+// Node's status.conditions (the only Node condition warmer writes), for
+// readiness controllers to read: True when every image of every
+// ImageWarm with spec.startupTaint that selects the node is present there,
+// or when no such ImageWarm does; False while some image is missing. Its
+// message counts the images and names a few missing ones. The agent's
+// --node-signals=false leaves it unwritten.
+const ConditionImagesWarm = "ImagesWarm"
+
+// Reasons of the Node's ImagesWarm condition.
+const (
+	// ReasonImagesPresent: every image the startup-taint ImageWarms
+	// selecting the node want is present.
+	ReasonImagesPresent = "ImagesPresent"
+	// ReasonImagesMissing: some image those ImageWarms want is not
+	// present yet (pulling, waiting or failing).
+	// What to do: wait; kubectl warmer why NAME names a failing node's
+	// reason.
+	ReasonImagesMissing = "ImagesMissing"
+	// ReasonNothingToWarm: no ImageWarm with spec.startupTaint selects the
+	// node; nothing holds it back.
+	ReasonNothingToWarm = "NothingToWarm"
+)
+
 // Reasons of the events the agent records about an ImageWarm, and of a
 // NodeWarm image's state where it is not a pull failure.
 const (

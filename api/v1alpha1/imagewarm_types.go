@@ -118,6 +118,18 @@ type ImageWarmSpec struct {
 	// +optional
 	StartupTaint bool `json:"startupTaint,omitempty"`
 
+	// nodeLabel, when true, has each selected node carry the label
+	// <namespace>.warm.warmer.dev/<name>: "true" while every image of this
+	// ImageWarm is present there, and lose it as soon as one is not
+	// (garbage-collected, evicted, or newly added to the list), so Pods can
+	// prefer warm nodes with a node affinity. The key is this ImageWarm's
+	// own: no other ImageWarm can set or clear it. A name longer than 63
+	// characters is cut to 50 and ends in a hash of the whole. Writing
+	// Nodes reaches past the namespace: only namespaces an operator marked
+	// may set it (the warmer-imagewarm-cluster-levers admission policy).
+	// +optional
+	NodeLabel bool `json:"nodeLabel,omitempty"`
+
 	// readiness says what Ready means: by default every matching node that
 	// can hold the images must have them. Nodes whose platform an image
 	// lacks never block Ready.

@@ -58,6 +58,7 @@ type agentFlags struct {
 	kubelet                     kubeletFlags
 	startupTaint                string
 	taintDeadline               time.Duration
+	nodeSignals                 bool
 	credProviders               credentialProviderFlags
 	verifyPolicy                string
 	verifyAllowlist             []string
@@ -89,6 +90,7 @@ func (f *agentFlags) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.yield, "yield-to-kubelet", string(pullengine.YieldPause), "What the agent does while the runtime pulls blobs none of its pulls fetches (the kubelet pulling a starting Pod's image): pause (start no warm pull until they are in, and pause the warm pulls under way: each is queued again and resumes from the bytes it had fetched; a pull is paused at most 3 times, and after 5 minutes of yielding pulls start again), wait (start no warm pull, let the ones under way go on), requeue (the former name of pause) or off. Needs containerd's content store.")
 	fs.BoolVar(&f.perImageEvents, "per-image-events", false, "Record the kubelet's per-image events (Pulling, Pulled, Failed, BackOff: up to four per image per node) instead of one Warmed and one summed-up Failed event per ImageWarm and node.")
 	fs.StringVar(&f.startupTaint, "startup-taint", agent.DefaultStartupTaintKey, "Key of the taint a node may register with to take no Pods until its images are warm: the agent removes it from its node once every ImageWarm with startupTaint that selects the node is warm there. Empty: the agent never touches its node's taints.")
+	fs.BoolVar(&f.nodeSignals, "node-signals", true, "Keep the warm labels of ImageWarms with nodeLabel (<namespace>.warm.warmer.dev/<name>) and the ImagesWarm condition on the agent's own Node. Needs patch on nodes and nodes/status, which the install grants with the startup taint's role; false: the agent writes neither.")
 	fs.DurationVar(&f.taintDeadline, "startup-taint-deadline", agent.DefaultStartupTaintDeadline, "Longest a node keeps the --startup-taint after it registered: then the agent removes it, warm or not, with a Warning event.")
 	fs.StringVar(&f.verifyPolicy, "image-verification-policy", string(plan.NeverVerifyPreloadedImages), "Which images the runtime lists count as present for an ImageWarm without a pull under its own credentials, with the kubelet's names for its imagePullCredentialsVerificationPolicy: NeverVerifyPreloadedImages (images this agent did not pull: baked into the node, pulled by the kubelet or another client), NeverVerifyAllowlistedImages (only the repositories of --image-verification-allowlist), NeverVerify (all, but one this agent pulled with another namespace's pull secrets) or AlwaysVerify (none: each costs the registry a manifest request per node).")
 	fs.StringSliceVar(&f.verifyAllowlist, "image-verification-allowlist", nil, "Repositories NeverVerifyAllowlistedImages counts as present without a pull, in the kubelet's form: registry.example/team/app, or a prefix of whole path segments such as registry.example/team/*; no tag or digest.")
@@ -301,6 +303,7 @@ func setupAgent(ctx context.Context, mgr ctrl.Manager, cri *criclient.Client, f 
 		AfterPass:              (&memoryReturner{quiet: returnMemoryQuiet, minFree: returnMemoryMinFree, spacing: returnMemorySpacing}).kick,
 	}
 	a.StartupTaintKey, a.StartupTaintDeadline = f.startupTaint, f.taintDeadline
+	a.NodeSignals = f.nodeSignals
 	setPinner(ctx, a, cri)
 	setMarker(ctx, a, cri)
 	imageFs, err := f.kubelet.imageFsReader(mgr.GetConfig())

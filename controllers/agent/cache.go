@@ -38,7 +38,8 @@ func CacheOptions(nodeName string) cache.Options {
 // KiB), and its labels, annotations (kubectl apply's last-applied copy of
 // the spec), owner references and finalizers, which no agent reads and a
 // user may make large; a Node's status (its image list, conditions,
-// addresses: many KiB on a busy node) and annotations, and the status of
+// addresses: many KiB on a busy node) but the agent's own ImagesWarm
+// condition, and its annotations, and the status of
 // the agent's own NodeWarm, which the agent writes and keeps itself
 // (reportState) and only watches for its deletion. Event handlers see the
 // same stripped objects; the agent's predicates look only at the Node's
@@ -68,9 +69,20 @@ func stripImageWarm(in any) (any, error) {
 func stripNode(in any) (any, error) {
 	if n, ok := in.(*corev1.Node); ok {
 		n.ManagedFields, n.Annotations = nil, nil
-		n.Status = corev1.NodeStatus{}
+		n.Status = corev1.NodeStatus{Conditions: ownConditions(n.Status.Conditions)}
 	}
 	return in, nil
+}
+
+// ownConditions keeps the one Node condition the agent writes, which it
+// compares with what it would write (nodesignal_patch.go).
+func ownConditions(cs []corev1.NodeCondition) []corev1.NodeCondition {
+	for _, c := range cs {
+		if c.Type == warmv1.ConditionImagesWarm {
+			return []corev1.NodeCondition{c}
+		}
+	}
+	return nil
 }
 
 func stripNodeWarm(in any) (any, error) {

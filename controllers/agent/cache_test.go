@@ -34,6 +34,8 @@ func TestCacheKeepsWhatTheAgentReads(t *testing.T) {
 	node.Annotations = map[string]string{"note": "big"}
 	must(t, c.Update(ctx, node))
 	node.Status.Images = []corev1.ContainerImage{{Names: []string{"registry.example/app:v1"}, SizeBytes: 1}}
+	warm := corev1.NodeCondition{Type: warmv1.ConditionImagesWarm, Status: corev1.ConditionTrue, Reason: warmv1.ReasonNothingToWarm}
+	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "Test"}, warm}
 	must(t, c.Status().Update(ctx, node))
 	cp.CreateNode(t, "cache-other", nil)
 
@@ -80,6 +82,10 @@ func TestCacheKeepsWhatTheAgentReads(t *testing.T) {
 	must(t, cached.Get(ctx, client.ObjectKeyFromObject(node), &gotNode))
 	if len(gotNode.Status.Images) != 0 || gotNode.Annotations != nil || gotNode.ManagedFields != nil {
 		t.Errorf("cached Node keeps status %+v, annotations %v or managed fields", gotNode.Status, gotNode.Annotations)
+	}
+	// The agent's own condition stays: it writes it only when it differs.
+	if cs := gotNode.Status.Conditions; len(cs) != 1 || cs[0].Type != warm.Type || cs[0].Reason != warm.Reason {
+		t.Errorf("cached Node conditions %+v, want only %s", cs, warm.Type)
 	}
 	if gotNode.Labels["pool"] != "a" || len(gotNode.Spec.Taints) != 1 || gotNode.UID != node.UID {
 		t.Errorf("cached Node lost labels %v, taints %v or uid", gotNode.Labels, gotNode.Spec.Taints)

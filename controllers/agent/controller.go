@@ -123,6 +123,10 @@ type NodeAgent struct {
 	// StartupTaintDeadline is how long after the Node's creation the
 	// startup taint goes, warm or not.
 	StartupTaintDeadline time.Duration
+	// NodeSignals has the agent keep the warm labels of ImageWarms with
+	// spec.nodeLabel and the ImagesWarm condition on its Node
+	// (nodesignal_patch.go).
+	NodeSignals bool
 	// Clock is the agent's clock, which must be the engine's too (results
 	// carry the engine's times, compared with the pass's); nil means the real
 	// one.
@@ -365,9 +369,10 @@ func (a *NodeAgent) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result,
 	in.Taint = a.taintInput(node)
 	out := plan.Decide(in)
 	taintErr := a.applyTaint(ctx, node, &out)
+	signalErr := a.applyNodeSignals(ctx, node, &out)
 	next, err := a.apply(ctx, node, nw, &out)
 	a.carry.plan = out.State
-	return ctrl.Result{RequeueAfter: next}, errors.Join(err, taintErr)
+	return ctrl.Result{RequeueAfter: next}, errors.Join(err, taintErr, signalErr)
 }
 
 // runtimeRetry is how soon a pass is retried when the runtime is down.

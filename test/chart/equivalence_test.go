@@ -285,7 +285,8 @@ func TestChartFeaturesOffMatchComponents(t *testing.T) {
 	for _, o := range got {
 		switch id(o) {
 		case "ClusterRole/warmer-agent-startup-taint", "ClusterRole/warmer-agent-kubelet-stats",
-			"ClusterRole/warmer-controller-images-from", "ValidatingAdmissionPolicy/warmer-agent-own-node-taint":
+			"ClusterRole/warmer-controller-images-from", "ValidatingAdmissionPolicy/warmer-agent-own-node-taint",
+			"ValidatingAdmissionPolicy/warmer-agent-own-node-status":
 			t.Errorf("features off, the chart still renders %s", id(o))
 		}
 	}

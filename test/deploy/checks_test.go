@@ -16,6 +16,10 @@ const policyName = "warmer-agent-own-nodewarm"
 // startup taint.
 const taintPolicyName = "warmer-agent-own-node-taint"
 
+// statusPolicyName is the one that keeps an agent to its own Node's
+// ImagesWarm condition.
+const statusPolicyName = "warmer-agent-own-node-status"
+
 // outcome is how the API server answers a request.
 type outcome string
 
@@ -47,6 +51,7 @@ func verdict(err error) (outcome, bool) {
 		return allowed, true
 	case apierrors.IsForbidden(err) && (strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+policyName+"'") ||
 		strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+taintPolicyName+"'") ||
+		strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+statusPolicyName+"'") ||
 		strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+leversPolicyName+"'") ||
 		strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+registriesPolicyName+"'")):
 		return deniedByPolicy, true

@@ -22,6 +22,7 @@ var featureObjects = map[string][]string{
 	"without-startup-taint": {
 		"ClusterRole/warmer-agent-startup-taint", "ClusterRoleBinding/warmer-agent-startup-taint",
 		"ValidatingAdmissionPolicy/warmer-agent-own-node-taint", "ValidatingAdmissionPolicyBinding/warmer-agent-own-node-taint",
+		"ValidatingAdmissionPolicy/warmer-agent-own-node-status", "ValidatingAdmissionPolicyBinding/warmer-agent-own-node-status",
 	},
 	"without-kubelet-stats": {"ClusterRole/warmer-agent-kubelet-stats", "ClusterRoleBinding/warmer-agent-kubelet-stats"},
 	"without-images-from":   {"ClusterRole/warmer-controller-images-from", "ClusterRoleBinding/warmer-controller-images-from"},

@@ -45,6 +45,8 @@ var notAPIObjects = map[string]string{
 	"apiserver.config.k8s.io":           "a kube-apiserver configuration file, not an API object",
 	"audit.k8s.io":                      "a kube-apiserver audit policy file, not an API object",
 	"monitoring.coreos.com":             "a Prometheus Operator object, whose CRDs the test bed does not install",
+	"karpenter.sh":                      "a Karpenter object, whose CRDs the test bed does not install",
+	"readiness.node.x-k8s.io":           "a Node Readiness Controller object, whose CRDs the test bed does not install",
 }
 
 // Reasons for documents that are not applied, besides notAPIObjects.

@@ -32,8 +32,8 @@ const (
 )
 
 // install applies config/default with the bed's network component
-// (test/cluster/testdata/bed, which the cluster tests' installs share)
-// and what only this run knows, and waits for the agent to be Ready. The
+// (test/cluster/testdata/bed, which the cluster tests' installs share),
+// config/components/readiness-taint and what only this run knows, and waits for the agent to be Ready. The
 // controller's Pod tolerates no startup taint, so it may wait: the agent
 // is what these tests are about.
 func install(t *testing.T, n *testbed.RealNode) {
@@ -52,8 +52,9 @@ func install(t *testing.T, n *testbed.RealNode) {
   - %s
 components:
   - %s
+  - %s
 images:
-  - {name: %s, newTag: %s}`, rel("config/default"), rel("test/cluster/testdata/bed"), warmerRepo, warmerTag)
+  - {name: %s, newTag: %s}`, rel("config/default"), rel("test/cluster/testdata/bed"), rel("config/components/readiness-taint"), warmerRepo, warmerTag)
 	testbed.WriteRunLayer(t, n, dir, head)
 	kubectl(t, n, "apply", "-k", dir)
 	t.Cleanup(func() { _, _ = n.Kubectl(t, "delete", "-k", dir, "--ignore-not-found", "--timeout=2m") })

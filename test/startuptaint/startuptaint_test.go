@@ -1,10 +1,12 @@
 // Package startuptaint tests the agent's startup taint on a real node whose
-// kubelet registers it with warmer.dev/warming:NoSchedule
-// (registerWithTaints), with warmer installed from config/default and the
-// agent running in its DaemonSet with its real Pod token: a Pod that needs a
-// warmed image stays Pending while the node is tainted, then starts without
-// a pull; an image that cannot be pulled holds the taint only until the
-// agent's --startup-taint-deadline.
+// kubelet registers it with readiness.k8s.io/images-warm:NoSchedule
+// (registerWithTaints), with warmer installed from config/default with
+// config/components/readiness-taint and the agent running in its DaemonSet
+// with its real Pod token: a Pod that needs a warmed image stays Pending
+// while the node is tainted, then starts without a pull; an image that
+// cannot be pulled holds the taint only until the agent's
+// --startup-taint-deadline. The Node's ImagesWarm condition follows the
+// images throughout.
 package startuptaint
 
 import (
@@ -29,7 +31,6 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
-	"github.com/warmer-dev/warmer/controllers/agent"
 	"github.com/warmer-dev/warmer/test/testbed"
 	"github.com/warmer-dev/warmer/test/testbed/build"
 )
@@ -43,6 +44,10 @@ const (
 	app     = mirrored + "/team/app:v1"
 	missing = mirrored + "/team/missing:v1"
 	ns      = "default"
+	// taintKey is the startup taint under readiness.k8s.io/, as
+	// config/components/readiness-taint sets it (the default key's policy
+	// is held by test/deploy).
+	taintKey = "readiness.k8s.io/images-warm"
 )
 
 func TestMain(m *testing.M) {
@@ -66,11 +71,11 @@ func TestStartupTaint(t *testing.T) {
 	n := testbed.StartNode(t, testbed.NodeOptions{
 		Mirrors: map[string]string{mirrored: reg.Host},
 		KubeletConfig: map[string]any{"registerWithTaints": []map[string]string{
-			{"key": agent.DefaultStartupTaintKey, "effect": "NoSchedule"},
+			{"key": taintKey, "effect": "NoSchedule"},
 		}},
 	})
 	if !tainted(t, n) {
-		t.Fatalf("the kubelet registered node %s without taint %s", n.Name, agent.DefaultStartupTaintKey)
+		t.Fatalf("the kubelet registered node %s without taint %s", n.Name, taintKey)
 	}
 	// The Pod comes before warmer, which then stays installed for both.
 	pod := waitingPod(t, n)
@@ -127,6 +132,7 @@ func testWarm(t *testing.T, n *testbed.RealNode, pod *corev1.Pod) {
 	})
 	waitTaintReleased(t, n, warmv1.ReasonTaintRemoved)
 	wantNodeEvent(t, n, warmv1.ReasonStartupTaintRemoved, corev1.EventTypeNormal)
+	waitImagesWarm(t, n, corev1.ConditionTrue, warmv1.ReasonImagesPresent)
 
 	testbed.Eventually(t, 2*time.Minute, "the pod running", func() error {
 		if p := getPod(t, n, pod); p.Status.Phase != corev1.PodRunning {
@@ -175,6 +181,10 @@ func testDeadline(t *testing.T, n *testbed.RealNode) {
 		return nil
 	})
 	checkAgentToken(t, n)
+	c := waitImagesWarm(t, n, corev1.ConditionFalse, warmv1.ReasonImagesMissing)
+	if !strings.Contains(c.Message, missing) {
+		t.Errorf("ImagesWarm message %q does not name %s", c.Message, missing)
+	}
 
 	testbed.Eventually(t, deadline+time.Minute, "the agent removing the taint at its deadline", func() error {
 		if tainted(t, n) {
@@ -187,6 +197,12 @@ func testDeadline(t *testing.T, n *testbed.RealNode) {
 	}
 	waitTaintReleased(t, n, warmv1.ReasonTaintDeadlineExceeded)
 	wantNodeEvent(t, n, warmv1.ReasonStartupTaintDeadline, corev1.EventTypeWarning)
+	// The deadline frees the node, not the images: the condition still
+	// says one is missing, beside the kubelet's own, which it leaves be.
+	waitImagesWarm(t, n, corev1.ConditionFalse, warmv1.ReasonImagesMissing)
+	if ready := nodeCondition(t, n, corev1.NodeReady); ready == nil || ready.Status != corev1.ConditionTrue {
+		t.Errorf("the kubelet's Ready condition %+v beside ImagesWarm", ready)
+	}
 	testbed.Eventually(t, 30*time.Second, "a deadline warning on ImageWarm broken", func() error {
 		for _, e := range events(t, n) {
 			if e.Regarding.Kind == "ImageWarm" && e.Regarding.Name == "broken" && e.Reason == warmv1.ReasonStartupTaintDeadline && e.Type == corev1.EventTypeWarning {
@@ -205,7 +221,7 @@ func checkAgentToken(t *testing.T, n *testbed.RealNode) {
 	c := agentClient(t, n)
 	node := getNode(t, n)
 	patch := func(extra string) error {
-		kept := slices.DeleteFunc(slices.Clone(node.Spec.Taints), func(t corev1.Taint) bool { return t.Key == agent.DefaultStartupTaintKey })
+		kept := slices.DeleteFunc(slices.Clone(node.Spec.Taints), func(t corev1.Taint) bool { return t.Key == taintKey })
 		was, _ := json.Marshal(node.Spec.Taints)
 		now, _ := json.Marshal(kept)
 		p := fmt.Sprintf(`[{"op":"test","path":"/spec/taints","value":%s},{"op":"replace","path":"/spec/taints","value":%s}%s]`, was, now, extra)
@@ -243,13 +259,13 @@ func getNode(t *testing.T, n *testbed.RealNode) *corev1.Node {
 
 func tainted(t *testing.T, n *testbed.RealNode) bool {
 	t.Helper()
-	return slices.ContainsFunc(getNode(t, n).Spec.Taints, func(t corev1.Taint) bool { return t.Key == agent.DefaultStartupTaintKey })
+	return slices.ContainsFunc(getNode(t, n).Spec.Taints, func(t corev1.Taint) bool { return t.Key == taintKey })
 }
 
 // retaint puts the startup taint back on the node, as the admin.
 func retaint(t *testing.T, n *testbed.RealNode) {
 	t.Helper()
-	kubectl(t, n, "taint", "node", n.Name, agent.DefaultStartupTaintKey+":NoSchedule")
+	kubectl(t, n, "taint", "node", n.Name, taintKey+":NoSchedule")
 	if !tainted(t, n) {
 		t.Fatal("the taint did not come back")
 	}
@@ -267,6 +283,33 @@ func waitTaintReleased(t *testing.T, n *testbed.RealNode, reason string) {
 		}
 		return nil
 	})
+}
+
+// waitImagesWarm waits for the Node's ImagesWarm condition to have status
+// and reason, and returns it.
+func waitImagesWarm(t *testing.T, n *testbed.RealNode, status corev1.ConditionStatus, reason string) corev1.NodeCondition {
+	t.Helper()
+	var got corev1.NodeCondition
+	testbed.Eventually(t, time.Minute, "the Node saying ImagesWarm "+string(status)+" "+reason, func() error {
+		c := nodeCondition(t, n, warmv1.ConditionImagesWarm)
+		if c == nil || c.Status != status || c.Reason != reason {
+			return fmt.Errorf("ImagesWarm %+v", c)
+		}
+		got = *c
+		return nil
+	})
+	return got
+}
+
+// nodeCondition is the Node's condition of type typ, or nil.
+func nodeCondition(t *testing.T, n *testbed.RealNode, typ corev1.NodeConditionType) *corev1.NodeCondition {
+	t.Helper()
+	for _, c := range getNode(t, n).Status.Conditions {
+		if c.Type == typ {
+			return &c
+		}
+	}
+	return nil
 }
 
 // taintCondition is the NodeWarm's StartupTaint condition, or nil.

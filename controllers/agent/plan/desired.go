@@ -98,6 +98,10 @@ type Desired struct {
 	// holdTaint are the matching ImageWarms, not suspended, that ask for
 	// the node's startup taint to stay until they are warm.
 	holdTaint map[types.NamespacedName]bool
+	// labelled are the matching ImageWarms that ask for their node label
+	// (spec.nodeLabel), suspended or not: the label says what the node
+	// holds, not what is being pulled.
+	labelled map[types.NamespacedName]bool
 }
 
 // desiredImages computes the images the ImageWarms ask of the named node
@@ -153,7 +157,7 @@ func (m *Memo) Desired(nodeName string, nodeLabels map[string]string, warms []wa
 	}
 	m.pass++
 	set := Desired{images: map[string]*wantedImage{}, objects: map[types.NamespacedName]*warmv1.ImageWarm{},
-		holdTaint: map[types.NamespacedName]bool{}}
+		holdTaint: map[types.NamespacedName]bool{}, labelled: map[types.NamespacedName]bool{}}
 	byNamespace := map[string]*wantedImage{}
 	var badSelector []types.NamespacedName
 	ls := labels.Set(nodeLabels)
@@ -175,6 +179,9 @@ func (m *Memo) Desired(nodeName string, nodeLabels map[string]string, warms []wa
 		set.objects[nn] = stub(iw)
 		if iw.Spec.StartupTaint && !iw.Spec.Suspend {
 			set.holdTaint[nn] = true
+		}
+		if iw.Spec.NodeLabel {
+			set.labelled[nn] = true
 		}
 		pw.parseRefs(nn, iw)
 		// Read each pass: the rollout's bound is status, and a

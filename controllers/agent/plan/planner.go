@@ -117,6 +117,11 @@ type Output struct {
 	State State
 	// RemoveTaint asks the shell to remove the node's startup taint.
 	RemoveTaint bool
+	// NodeLabels are the warm labels' keys the node should carry, sorted
+	// (nodesignal.go); the shell removes the others under the warm domain.
+	NodeLabels []string
+	// ImagesWarm is the Node's ImagesWarm condition as it should read.
+	ImagesWarm NodeSignal
 
 	// pass is what Applied needs of the pass that made this plan.
 	pass applyContext
@@ -333,6 +338,7 @@ func Decide(in Input) Output {
 	p.out.Status = p.finishStatus(st)
 	p.out.pass = applyContext{desired: in.Desired, pins: in.Pins, pinTally: p.pinTally, now: in.Now}
 	p.out.Status.Conditions = p.startupTaint(p.out.Status.Conditions, p.coldWarms(doneKeys), metav1.NewTime(in.Now))
+	p.nodeSignals(doneKeys)
 	p.out.Next = max(p.out.Next, minPass)
 	return p.out
 }
