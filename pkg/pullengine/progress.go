@@ -51,6 +51,9 @@ type track struct {
 	written   map[string]bool
 	// chains are its layers' chain IDs, once read (snapshots.go).
 	chains []string
+	// moving says the last reading found it fetched more than the one
+	// before.
+	moving bool
 }
 
 type blobSize struct {
@@ -87,6 +90,10 @@ func (t *track) update(ctx context.Context, view ContentView, ingests []content.
 		}
 	}
 	t.count(done, now)
+	// Moving: what it fetched grew since the last reading. A pull that
+	// waits for the runtime's downloads may hold open ingests that do
+	// not grow (containerd 2).
+	t.moving = t.committed+writ > t.p.Fetched
 	t.p.Fetched = t.committed + writ
 	return nil
 }

@@ -115,7 +115,7 @@ func (e *Engine) watchOnce(ctx context.Context, w *watcher) (poll time.Duration,
 		w.foreign = f
 	}
 	var rate float64
-	resolving := false
+	resolving, learnt := false, false
 	for _, j := range jobs {
 		t := tracks[j]
 		if t == nil {
@@ -126,6 +126,7 @@ func (e *Engine) watchOnce(ctx context.Context, w *watcher) (poll time.Duration,
 			known := t.p.Known
 			if err = t.update(ctx, e.content, ingests, now); err == nil && !known && t.p.Known {
 				e.checkFit(ctx, j, t)
+				learnt = true
 			}
 		}
 		if err != nil {
@@ -135,7 +136,7 @@ func (e *Engine) watchOnce(ctx context.Context, w *watcher) (poll time.Duration,
 		rate += t.p.Rate
 		p := t.p
 		e.mu.Lock()
-		j.progress = &p
+		j.progress, j.moving = &p, t.moving
 		fetched := e.newlyFetchedLocked(j, p.Fetched)
 		e.mu.Unlock()
 		e.metrics.fetchedBytes.Add(float64(fetched))
@@ -145,6 +146,15 @@ func (e *Engine) watchOnce(ctx context.Context, w *watcher) (poll time.Duration,
 		resolving = resolving || (!p.Known && now.Sub(j.startedAt) < resolvingFor)
 	}
 	e.metrics.throughput.Set(rate)
+	if learnt {
+		// A pull's size is known now: large ones may hold every slot
+		// while a smaller image waits, or the small one held pulls back
+		// for turn out large (sizes.go).
+		e.mu.Lock()
+		e.wake.Broadcast()
+		e.mu.Unlock()
+		e.shareSlots()
+	}
 	if resolving {
 		poll = resolvingPoll
 	}
