@@ -23,7 +23,7 @@ import (
 type Engine struct {
 	svc      ImageService // throttled
 	puller   Puller
-	slots    int // pulls at once; < 1: no cap
+	slots    int   // pulls at once; < 1: no cap
 	large    int64 // compressed bytes from which a pull is large (sizes.go)
 	backoff  *backoff
 	guard    *diskGuard
