@@ -193,7 +193,33 @@ type PullProgress struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=9999999
 	SecondsLeft *int64 `json:"secondsLeft,omitempty"`
+	// phase is what the pull does: Downloading while blobs arrive (layers
+	// may unpack meanwhile), Unpacking once every blob is in and the
+	// runtime unpacks the layers. Summed over a node's pulls: Downloading
+	// while any downloads. secondsLeft covers both phases.
+	// +optional
+	// +kubebuilder:validation:Enum=Downloading;Unpacking
+	Phase PullPhase `json:"phase,omitempty"`
+	// bytesUnpacked is what the layers unpacked so far, and those being
+	// unpacked, take on the node's disk; absent where the runtime shows
+	// no unpacking (containerd does, through its snapshots; CRI-O does
+	// not).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=999999999999999
+	BytesUnpacked *int64 `json:"bytesUnpacked,omitempty"`
 }
+
+// PullPhase is what a pull under way does.
+type PullPhase string
+
+// Phases of a pull under way.
+const (
+	// PullPhaseDownloading: blobs are still arriving.
+	PullPhaseDownloading PullPhase = "Downloading"
+	// PullPhaseUnpacking: every blob is in; the runtime unpacks.
+	PullPhaseUnpacking PullPhase = "Unpacking"
+)
 
 // KEMX25519 is the HPKE KEM identifier (RFC 9180) of DHKEM(X25519,
 // HKDF-SHA256), the one KEM credential keys use.

@@ -31,8 +31,13 @@ func (s stalled) Error() string { return "pull stalled" }
 
 // message says how far a stalled pull had come.
 func (s stalled) message() string {
+	p := s.progress
+	if p.Phase == pull.PhaseUnpacking {
+		return fmt.Sprintf("pull stalled: nothing unpacked for %s, at %d of %d layers unpacked (%s on disk)", s.after,
+			p.LayersUnpacked, p.Layers, bytesize.IEC(p.Unpacked))
+	}
 	return fmt.Sprintf("pull stalled: no bytes arrived for %s, at %s of %s", s.after,
-		bytesize.IEC(s.progress.Done), bytesize.IEC(s.progress.Total))
+		bytesize.IEC(p.Done), bytesize.IEC(p.Total))
 }
 
 // job is one image's pull, from queueing to its result. Its fields are

@@ -128,6 +128,9 @@ func (e *Engine) watchOnce(ctx context.Context, w *watcher) (poll time.Duration,
 				e.checkFit(ctx, j, t)
 				learnt = true
 			}
+			if err == nil {
+				e.readUnpack(ctx, t, now)
+			}
 		}
 		if err != nil {
 			// Unknown is not stalled: the stall clock starts again.
@@ -219,10 +222,18 @@ func (e *Engine) pulling() []*job {
 }
 
 // stalled says whether a pull's bytes have not moved for the stall
-// timeout. A pull whose manifest is not found yet does not stall (what it
-// fetches is unknown), nor one with every byte in (the runtime unpacks).
+// timeout; or, with every byte in, whether its unpacking has not (no
+// snapshot grew, no layer was committed) where the runtime shows it. A
+// pull whose manifest is not found yet does not stall (what it fetches is
+// unknown), nor one unpacking unseen.
 func (e *Engine) stalled(p pull.Progress, now time.Time) bool {
-	return e.stall > 0 && p.Known && p.Done < p.Total && now.Sub(p.MovedAt) >= e.stall
+	if e.stall <= 0 || !p.Known {
+		return false
+	}
+	if p.Done < p.Total {
+		return now.Sub(p.MovedAt) >= e.stall
+	}
+	return p.UnpackSeen && p.Phase == pull.PhaseUnpacking && now.Sub(p.UnpackMovedAt) >= e.stall
 }
 
 // lastLook reads the content store once for a pull that succeeded before
