@@ -46,40 +46,14 @@ func testPhasesSeen(t *testing.T, opts []testbed.ContainerdOption) {
 	if st := e.Enqueue(e.ctx, pullengine.Request{Image: ref}); st.State != pull.StateQueued {
 		t.Fatalf("Enqueue(%s) = %+v", ref, st)
 	}
-	var seen []pull.Phase
-	var most pull.Progress
-	unpackingLeft := false
-	for deadline := time.Now().Add(waitLimit); ; time.Sleep(20 * time.Millisecond) {
-		s, _ := e.Status(ref)
-		sent := link.Sent() // read after: the truth can only have grown
-		if s.State != pull.StatePulling && s.State != pull.StateQueued || time.Now().After(deadline) {
-			break
-		}
-		p := s.Progress
-		if p == nil || !p.Known {
-			continue
-		}
-		if p.Done > sent {
-			t.Errorf("reported %d bytes in, the link had carried %d", p.Done, sent)
-		}
-		if len(seen) == 0 || seen[len(seen)-1] != p.Phase {
-			seen = append(seen, p.Phase)
-			t.Logf("phase %s at %d of %d bytes, %d unpacked", p.Phase, p.Done, p.Total, p.Unpacked)
-		}
-		if left, ok := p.Left(); ok && p.Phase == pull.PhaseUnpacking && left > 0 {
-			unpackingLeft = true
-		}
-		if p.Unpacked > most.Unpacked {
-			most = *p
-		}
-	}
+	w := watchPhases(t, e, link, ref)
 	if r := e.result(t); !r.Succeeded() {
 		t.Fatalf("pull: %+v", r)
 	}
-	if len(seen) < 2 || seen[0] != pull.PhaseDownloading || seen[len(seen)-1] != pull.PhaseUnpacking {
+	if seen := w.seen; len(seen) < 2 || seen[0] != pull.PhaseDownloading || seen[len(seen)-1] != pull.PhaseUnpacking {
 		t.Errorf("phases seen %v, want Downloading then Unpacking", seen)
 	}
-	if !unpackingLeft {
+	if !w.unpackingLeft {
 		t.Error("no time left was given while the image unpacked")
 	}
 	// What the image takes unpacked: its one layer's snapshot, committed.
@@ -95,8 +69,53 @@ func testPhasesSeen(t *testing.T, opts []testbed.ContainerdOption) {
 	if final < payload {
 		t.Fatalf("the unpacked image takes %d bytes, less than its %d byte file", final, payload)
 	}
-	if most.Unpacked == 0 || most.Unpacked > final {
+	if most := w.most; most.Unpacked == 0 || most.Unpacked > final {
 		t.Errorf("reported at most %d bytes unpacked; the image takes %d", most.Unpacked, final)
 	}
-	t.Logf("reported up to %d bytes unpacked (%d of %d layers); the image takes %d", most.Unpacked, most.LayersUnpacked, most.Layers, final)
+	t.Logf("reported up to %d bytes unpacked (%d of %d layers); the image takes %d", w.most.Unpacked, w.most.LayersUnpacked, w.most.Layers, final)
+}
+
+// phasesSeen is what a pull's readings showed: its phases in turn, the
+// reading with the most bytes unpacked, and whether a time left was given
+// while it unpacked.
+type phasesSeen struct {
+	seen          []pull.Phase
+	most          pull.Progress
+	unpackingLeft bool
+}
+
+// watchPhases reads ref's progress until its pull ends, failing the test
+// at any reading of more bytes in than the link had carried.
+func watchPhases(t *testing.T, e *engine, link *faults.SlowProxy, ref string) phasesSeen {
+	t.Helper()
+	var w phasesSeen
+	for deadline := time.Now().Add(waitLimit); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		s, _ := e.Status(ref)
+		sent := link.Sent() // read after: the truth can only have grown
+		if s.State != pull.StatePulling && s.State != pull.StateQueued {
+			break
+		}
+		if p := s.Progress; p != nil && p.Known {
+			w.take(t, *p, sent)
+		}
+	}
+	return w
+}
+
+// take notes one reading p, taken when the link had carried sent bytes.
+func (w *phasesSeen) take(t *testing.T, p pull.Progress, sent int64) {
+	t.Helper()
+	if p.Done > sent {
+		t.Errorf("reported %d bytes in, the link had carried %d", p.Done, sent)
+	}
+	if len(w.seen) == 0 || w.seen[len(w.seen)-1] != p.Phase {
+		w.seen = append(w.seen, p.Phase)
+		t.Logf("phase %s at %d of %d bytes, %d unpacked", p.Phase, p.Done, p.Total, p.Unpacked)
+	}
+	if left, ok := p.Left(); ok && p.Phase == pull.PhaseUnpacking && left > 0 {
+		w.unpackingLeft = true
+	}
+	if p.Unpacked > w.most.Unpacked {
+		w.most = p
+	}
 }

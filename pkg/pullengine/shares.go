@@ -2,6 +2,7 @@ package pullengine
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -94,7 +95,7 @@ func (e *Engine) shareSlots() {
 	if j == nil {
 		return
 	}
-	if cause == errSize {
+	if errors.Is(cause, errSize) {
 		for _, p := range paused {
 			e.logger().Info("Pull of a large image paused to give its slot to a smaller image's", "image", p.ref.Original(), "for", w.ref.Original())
 		}
