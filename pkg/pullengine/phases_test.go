@@ -136,3 +136,30 @@ func TestScaledTimeout(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultTimeoutScalesWithSize: a pull whose manifest says 2.5 GiB
+// has the default timeout three times over; the message says how long it
+// had.
+func TestDefaultTimeoutScalesWithSize(t *testing.T) {
+	start := time.Unix(1_000_000, 0)
+	store := newFakeContent(start)
+	store.raw["sha256:m"] = `{"config":{"digest":"` + cfgDigest + `","size":10},"layers":[` +
+		`{"digest":"` + l1Digest + `","size":2147483648},{"digest":"` + l2Digest + `","size":536870912}]}`
+	h := newHarness(t, Options{Content: store, PullTimeout: time.Minute, DiskThresholdPercent: 100})
+	img := "reg.example/big:v1"
+	h.pulling(t, img)
+	h.waitTimers(t, 2)
+	for range 150 {
+		h.reading(t)
+	}
+	h.noResult(t)
+	for range 29 {
+		h.reading(t)
+	}
+	h.noResult(t)
+	h.clock.Step(time.Second)
+	res := h.result(t)
+	if res.Class != pull.ClassTimeout || !strings.Contains(res.Message, "within 3m0s") {
+		t.Fatalf("result %+v, want a timeout after 3m", res)
+	}
+}
