@@ -31,7 +31,7 @@ func (f *fleetProgress) add(node string, entries []*warmv1.NodeImage) {
 		if l := e.Progress.SecondsLeft; l != nil && (left == nil || *l > *left) {
 			left = l
 		}
-		if p := e.Progress.Phase; p == warmv1.PullPhaseDownloading || phase == "" {
+		if p := warmv1.PhaseOf(e.Progress); p == warmv1.PullPhaseDownloading || phase == "" {
 			phase = p
 		}
 	}

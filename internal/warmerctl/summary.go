@@ -227,8 +227,8 @@ func addImage(n *NodeProgress, img *warmv1.NodeImage) {
 		if pr.SecondsLeft != nil && (n.SecondsLeft == nil || *pr.SecondsLeft > *n.SecondsLeft) {
 			n.SecondsLeft = pr.SecondsLeft
 		}
-		if pr.Phase == warmv1.PullPhaseDownloading || n.PullPhase == "" {
-			n.PullPhase = pr.Phase
+		if ph := warmv1.PhaseOf(pr); ph == warmv1.PullPhaseDownloading || n.PullPhase == "" {
+			n.PullPhase = ph
 		}
 	}
 }

@@ -130,8 +130,7 @@ func TestWhyReadyIsOneLine(t *testing.T) {
 // TestStatusShowsUnpacking: a node whose pulls have every byte in and
 // unpack says so on its row, instead of a download rate.
 func TestStatusShowsUnpacking(t *testing.T) {
-	img := pulling(100, 100, 20)
-	img.Progress.Phase = warmv1.PullPhaseUnpacking
+	img := pulling(100, 100, 20) // every byte in: unpacking
 	s := Summarise(imageWarm("ns", "w"), []warmv1.NodeWarm{nodeWarm("big", "ns", "w", img)})
 	if len(s.Working) != 1 || s.Working[0].PullPhase != warmv1.PullPhaseUnpacking {
 		t.Fatalf("working %+v, want the node unpacking", s.Working)

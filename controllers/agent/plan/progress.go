@@ -30,9 +30,6 @@ func imageProgress(s pull.Status) *warmv1.PullProgress {
 	if left, ok := p.Left(); ok {
 		out.SecondsLeft = ptr.To(min(int64(math.Ceil(left.Seconds())), maxSecondsLeft))
 	}
-	if p.Phase != "" {
-		out.Phase = warmv1.PullPhase(p.Phase)
-	}
 	if p.UnpackSeen {
 		out.BytesUnpacked = ptr.To(min(max(p.Unpacked, 0), maxProgressBytes))
 	}
@@ -50,7 +47,7 @@ const (
 // longest of theirs (the pulls run side by side).
 func sumProgress(st *warmv1.NodeWarmStatus) {
 	st.PullProgress, st.Progress = nil, ""
-	var sum warmv1.PullProgress
+	var sum warmv1.NodePullProgress
 	n := 0
 	for _, img := range st.Images {
 		p := img.Progress
@@ -77,9 +74,9 @@ func sumProgress(st *warmv1.NodeWarmStatus) {
 
 // sumPhase adds an image's phase and unpacked bytes to the node's sum:
 // Downloading while any pull downloads.
-func sumPhase(sum, p *warmv1.PullProgress) {
-	if p.Phase == warmv1.PullPhaseDownloading || sum.Phase == "" {
-		sum.Phase = p.Phase
+func sumPhase(sum *warmv1.NodePullProgress, p *warmv1.PullProgress) {
+	if ph := warmv1.PhaseOf(p); ph == warmv1.PullPhaseDownloading || sum.Phase == "" {
+		sum.Phase = ph
 	}
 	if p.BytesUnpacked != nil {
 		sum.BytesUnpacked = ptr.To(ptr.Deref(sum.BytesUnpacked, 0) + *p.BytesUnpacked)
@@ -88,7 +85,7 @@ func sumPhase(sum, p *warmv1.PullProgress) {
 
 // progressText says a progress in words: "412 MiB of 1.2 GiB (33%), 2m10s
 // left".
-func progressText(p warmv1.PullProgress) string {
+func progressText(p warmv1.NodePullProgress) string {
 	s := fmt.Sprintf("%s of %s", bytesize.IEC(p.BytesDone), bytesize.IEC(p.BytesTotal))
 	if p.BytesTotal > 0 {
 		s += fmt.Sprintf(" (%d%%)", p.BytesDone*100/p.BytesTotal)

@@ -64,19 +64,20 @@ func TestProgressBounded(t *testing.T) {
 	}
 }
 
-// TestPhaseProgress: an unpacking image shows its phase and unpacked
-// bytes; the node's sum says Downloading while any image downloads,
+// TestPhaseProgress: an unpacking image shows its unpacked bytes, its
+// phase told by its bytes (the entry says none: the NodeWarm's budget);
+// the node's sum says Downloading while any image downloads,
 // Unpacking when all that say a phase unpack, and so does its text; a
 // runtime that shows no unpacking gives no unpacked bytes.
 func TestPhaseProgress(t *testing.T) {
 	unpacking := imageProgress(pull.Status{State: pull.StatePulling, Progress: &pull.Progress{Known: true, Done: 1000, Total: 1000,
 		Phase: pull.PhaseUnpacking, UnpackSeen: true, Layers: 2, LayersUnpacked: 1, Unpacked: 700, UnpackRate: 100}})
-	if unpacking.Phase != warmv1.PullPhaseUnpacking || unpacking.BytesUnpacked == nil || *unpacking.BytesUnpacked != 700 ||
+	if warmv1.PhaseOf(unpacking) != warmv1.PullPhaseUnpacking || unpacking.BytesUnpacked == nil || *unpacking.BytesUnpacked != 700 ||
 		unpacking.SecondsLeft == nil || *unpacking.SecondsLeft != 3 {
 		t.Fatalf("imageProgress = %+v", unpacking)
 	}
 	downloading := imageProgress(pull.Status{State: pull.StatePulling, Progress: &pull.Progress{Known: true, Done: 10, Total: 1000, Phase: pull.PhaseDownloading}})
-	if downloading.Phase != warmv1.PullPhaseDownloading || downloading.BytesUnpacked != nil {
+	if warmv1.PhaseOf(downloading) != warmv1.PullPhaseDownloading || downloading.BytesUnpacked != nil {
 		t.Fatalf("imageProgress = %+v, want Downloading with no unpacked bytes (none seen)", downloading)
 	}
 	st := warmv1.NodeWarmStatus{Images: []warmv1.NodeImage{{Progress: unpacking}, {Progress: downloading}}}
