@@ -265,6 +265,12 @@ type FleetPullProgress struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=9999999
 	SlowestSecondsLeft *int64 `json:"slowestSecondsLeft,omitempty"`
+	// slowestPhase is what slowestNode's pulls of these images do:
+	// Downloading while any downloads, else Unpacking; absent where its
+	// agent reports no phase.
+	// +optional
+	// +kubebuilder:validation:Enum=Downloading;Unpacking
+	SlowestPhase PullPhase `json:"slowestPhase,omitempty"`
 }
 
 // ImageWarmStatus is the fleet-wide summary the controller folds from the

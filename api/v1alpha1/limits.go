@@ -22,21 +22,22 @@ package v1alpha1
 // widest characters and every list full, marshals them and checks them
 // against StatusBudget; TestAPI writes one to a real API server.
 //
-// NodeWarm, per image (NodeImage), worst case 1,384 bytes: image 544
+// NodeWarm, per image (NodeImage), worst case 1,416 bytes: image 544
 // (a 512-character spec reference, normalised) + digest 135 + reason 32 +
 // message 224 characters of plain text + secretsNamespace 63, a count at
 // its longest, two timestamps (lastTransitionTime, retryAt), 16 indices
 // of up to three digits, verified, pinned, a pull's progress (bytes
-// bounded to 15 digits, seconds to 7), and the keys: 512 of them take
-// 709 KB. The warms list takes 512 x 437 bytes (a 63-character
-// namespace, a 253-character name, a 19-digit generation, a 16-digit
-// hash of the resolved images, a served count of six digits) = 224 KB;
-// conditions (8, messages capped at 768 characters by a rule, 6 bytes
-// each) 38 KB; runtime, image filesystem and the node's progress 27 KB.
-// 1,029,631 bytes (0.98 MiB) in all: under StatusBudget, with 18 KB (37
-// bytes an image) to spare. A new per-image field needs its room made
-// elsewhere (fewer entries, a shorter bound), as retryAt took its own
-// from the reasons' and messages' bounds. 1,024
+// done, total and unpacked bounded to 15 digits, seconds to 7), and the
+// keys: 512 of them take 725 KB. The warms list takes 512 x 437 bytes (a
+// 63-character namespace, a 253-character name, a 19-digit generation, a
+// 16-digit hash of the resolved images, a served count of six digits) =
+// 224 KB; conditions (8, messages capped at 768 characters by a rule, 6
+// bytes each) 38 KB; runtime, image filesystem and the node's progress
+// 27 KB. 1,046,069 bytes (1.00 MiB) in all: under StatusBudget, with
+// 2.5 KB to spare. A new per-image field needs its room made elsewhere
+// (fewer entries, a shorter bound), as retryAt and bytesUnpacked took
+// theirs from the reasons' and messages' bounds (an entry's phase is
+// told by its bytes, PhaseOf, for the same reason). 1,024
 // images would take 1.5 MiB: 512 is the bound.
 //
 // ImageWarm: the spec at MaxImagesPerWarm takes about 52 KB, the status
@@ -79,7 +80,8 @@ const (
 	MaxRequestedBy = 16
 	// MaxNodeMessageLength is the longest message kept per image in a
 	// NodeWarm: 32 characters fewer than an ImageWarm's, with reasons of
-	// 32, made the room of retryAt (limits.go's arithmetic above).
+	// 32, made the room of retryAt and bytesUnpacked (the arithmetic
+	// above).
 	MaxNodeMessageLength = 224
 	// MaxConditionMessageLength is the longest condition message an
 	// ImageWarm takes (metav1.Condition's own bound is 32768).

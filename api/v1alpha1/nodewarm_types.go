@@ -200,7 +200,52 @@ type PullProgress struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=9999999
 	SecondsLeft *int64 `json:"secondsLeft,omitempty"`
+	// bytesUnpacked is what the layers unpacked so far, and those being
+	// unpacked, take on the node's disk; absent where the runtime shows
+	// no unpacking (containerd does, through its snapshots; CRI-O does
+	// not).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=999999999999999
+	BytesUnpacked *int64 `json:"bytesUnpacked,omitempty"`
 }
+
+// NodePullProgress is the sum of a node's pulls under way, with what
+// they do.
+type NodePullProgress struct {
+	PullProgress `json:",inline"`
+	// phase is what the node's pulls do: Downloading while blobs of any
+	// arrive (layers may unpack meanwhile), Unpacking once every blob is
+	// in and the runtime unpacks the layers. An image's own entry says
+	// none, to keep the largest NodeWarm within its budget: it downloads
+	// while bytesDone < bytesTotal.
+	// +optional
+	// +kubebuilder:validation:Enum=Downloading;Unpacking
+	Phase PullPhase `json:"phase,omitempty"`
+}
+
+// PullPhase is what a pull under way does.
+type PullPhase string
+
+// PhaseOf is what the pull of one image's entry p does: Downloading while
+// bytes are missing, then Unpacking; "" without progress.
+func PhaseOf(p *PullProgress) PullPhase {
+	switch {
+	case p == nil:
+		return ""
+	case p.BytesDone < p.BytesTotal:
+		return PullPhaseDownloading
+	}
+	return PullPhaseUnpacking
+}
+
+// Phases of a pull under way.
+const (
+	// PullPhaseDownloading: blobs are still arriving.
+	PullPhaseDownloading PullPhase = "Downloading"
+	// PullPhaseUnpacking: every blob is in; the runtime unpacks.
+	PullPhaseUnpacking PullPhase = "Unpacking"
+)
 
 // KEMX25519 is the HPKE KEM identifier (RFC 9180) of DHKEM(X25519,
 // HKDF-SHA256), the one KEM credential keys use.
@@ -289,7 +334,7 @@ type NodeWarmStatus struct {
 	// with progress), with the time left for all of them at their
 	// combined rate.
 	// +optional
-	PullProgress *PullProgress `json:"pullProgress,omitempty"`
+	PullProgress *NodePullProgress `json:"pullProgress,omitempty"`
 	// progress says pullProgress for people, e.g. "412 MiB of 1.2 GiB
 	// (33%), 2m left"; empty when nothing is being pulled that the agent
 	// can see into.

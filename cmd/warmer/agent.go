@@ -43,6 +43,7 @@ type agentFlags struct {
 	backOffMax       time.Duration
 	backOffJitter    float64
 	pullTimeout      time.Duration
+	largePullBytes   int64
 	diskThreshold    int
 	diskUnknown      string
 	resync           time.Duration
@@ -76,7 +77,8 @@ func (f *agentFlags) bind(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.backOffInitial, "image-pull-backoff-initial", 10*time.Second, "Back-off after an image's first failed pull; it doubles with each failure.")
 	fs.DurationVar(&f.backOffMax, "image-pull-backoff-max", 300*time.Second, "Longest back-off between pulls of a failing image.")
 	fs.Float64Var(&f.backOffJitter, "image-pull-backoff-jitter", pullengine.DefaultBackOffJitter, "Largest share of each back-off taken off at random, so nodes that failed together (a registry outage) do not retry together; no wait is longer than the kubelet's. Between 0 (the kubelet's exact schedule) and 0.5.")
-	fs.DurationVar(&f.pullTimeout, "pull-timeout", pullengine.DefaultPullTimeout, "Longest one pull may take, unless an ImageWarm's pullTimeout says otherwise.")
+	fs.DurationVar(&f.pullTimeout, "pull-timeout", pullengine.DefaultPullTimeout, "Longest one pull may take, unless an ImageWarm's pullTimeout says otherwise: given once for every started GiB of the image's compressed size, once that is known.")
+	fs.Int64Var(&f.largePullBytes, "large-image-bytes", pullengine.DefaultLargePullBytes, "Compressed size from which an image's pull counts as large: while large pulls hold every pull slot, one pauses (its bytes kept) for a smaller image's waiting pull. -1 turns this off.")
 	fs.StringVar(&f.diskUnknown, "image-fs-unknown", "hold", "What the disk guard does while it cannot read the image filesystem's level: hold (no new pull starts until the level can be read; each held image's status says why) or pull (pulls go on unchecked, so one ImageWarm can fill the node's disk; the NodeWarm's DiskPressure condition, a Warning event and warmer_image_filesystem_level_known say the level is unknown).")
 	fs.IntVar(&f.diskThreshold, "image-fs-threshold-percent", pullengine.DefaultDiskThresholdPercent, "Start no pull while the image filesystem is fuller than this (the kubelet's image GC starts at 85); 100 turns the guard off.")
 	fs.DurationVar(&f.resync, "resync-period", time.Minute, "Longest time between two checks of the runtime's images, so removed images are pulled again.")
@@ -158,6 +160,8 @@ func (f *agentFlags) validateBytes() error {
 		return usagef("--served-starts-interval must be 0 (off) or positive, got %v", f.servedInterval)
 	case f.retryInterval < 0:
 		return usagef("--status-retry-interval must be 0 (off) or positive, got %v", f.retryInterval)
+	case f.largePullBytes == 0 || f.largePullBytes < -1:
+		return usagef("--large-image-bytes must be -1 (off) or positive, got %d", f.largePullBytes)
 	}
 	switch pullengine.YieldMode(f.yield) {
 	case pullengine.YieldOff, pullengine.YieldWait, pullengine.YieldPause, pullengine.YieldRequeue:
@@ -319,6 +323,7 @@ func setupAgent(ctx context.Context, mgr ctrl.Manager, cri *criclient.Client, f 
 		BackOffMax:           f.backOffMax,
 		BackOffJitter:        f.backOffJitter,
 		PullTimeout:          f.pullTimeout,
+		LargePullBytes:       f.largePullBytes,
 		DiskThresholdPercent: f.diskThreshold,
 		HoldWhenLevelUnknown: f.diskUnknown == "hold",
 		ImageFs:              imageFs,

@@ -19,6 +19,7 @@ type fleetProgress struct {
 func (f *fleetProgress) add(node string, entries []*warmv1.NodeImage) {
 	var done, total int64
 	var left *int64
+	var phase warmv1.PullPhase
 	seen := false
 	for _, e := range entries {
 		if e == nil || e.Progress == nil || e.State != warmv1.ImagePulling {
@@ -30,6 +31,9 @@ func (f *fleetProgress) add(node string, entries []*warmv1.NodeImage) {
 		if l := e.Progress.SecondsLeft; l != nil && (left == nil || *l > *left) {
 			left = l
 		}
+		if p := warmv1.PhaseOf(e.Progress); p == warmv1.PullPhaseDownloading || phase == "" {
+			phase = p
+		}
 	}
 	if !seen {
 		return
@@ -38,7 +42,7 @@ func (f *fleetProgress) add(node string, entries []*warmv1.NodeImage) {
 	f.sum.BytesDone += done
 	f.sum.BytesTotal += total
 	if f.slower(left, total-done) {
-		f.sum.SlowestNode, f.slowestBytesLeft = node, total-done
+		f.sum.SlowestNode, f.slowestBytesLeft, f.sum.SlowestPhase = node, total-done, phase
 		f.sum.SlowestSecondsLeft = nil
 		if left != nil {
 			v := *left

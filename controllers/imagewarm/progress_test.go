@@ -21,13 +21,14 @@ func pulling(ref string, done, total, left int64) warmv1.NodeImage {
 
 // TestAggregatePullProgress sums the bytes of the ImageWarm's own images
 // over the nodes pulling them, each image once per node however often the
-// spec names it, and names the node with the longest time left; another
-// ImageWarm's image and a node without progress do not count.
+// spec names it, and names the node with the longest time left and its
+// phase (every byte in: unpacking); another ImageWarm's image and a node
+// without progress do not count.
 func TestAggregatePullProgress(t *testing.T) {
 	iw := iwNewWarm(1, nil, "nginx", "docker.io/library/nginx:latest", "redis")
 	reports := []warmv1.NodeWarm{
 		iwReport("node-a", iwWebAt(1), pulling("nginx", 10, 100, 30), pulling("redis", 5, 50, 90), pulling("other", 1, 1000, 999)),
-		iwReport("node-b", iwWebAt(1), pulling("nginx", 60, 100, 120), iwImg("redis", warmv1.ImagePresent)),
+		iwReport("node-b", iwWebAt(1), pulling("nginx", 100, 100, 120), iwImg("redis", warmv1.ImagePresent)),
 		iwReport("node-c", iwWebAt(1), iwImg("nginx", warmv1.ImagePulling), iwImg("redis", warmv1.ImageQueued)),
 	}
 	nodes := []metav1.PartialObjectMetadata{iwNodeMeta("node-a"), iwNodeMeta("node-b"), iwNodeMeta("node-c")}
@@ -35,9 +36,9 @@ func TestAggregatePullProgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := warmv1.FleetPullProgress{Nodes: 2, BytesDone: 75, BytesTotal: 250, SlowestNode: "node-b", SlowestSecondsLeft: ptr.To[int64](120)}
+	want := warmv1.FleetPullProgress{Nodes: 2, BytesDone: 115, BytesTotal: 250, SlowestNode: "node-b", SlowestSecondsLeft: ptr.To[int64](120), SlowestPhase: warmv1.PullPhaseUnpacking}
 	if p := st.PullProgress; p == nil || p.Nodes != want.Nodes || p.BytesDone != want.BytesDone || p.BytesTotal != want.BytesTotal ||
-		p.SlowestNode != want.SlowestNode || p.SlowestSecondsLeft == nil || *p.SlowestSecondsLeft != 120 {
+		p.SlowestNode != want.SlowestNode || p.SlowestSecondsLeft == nil || *p.SlowestSecondsLeft != 120 || p.SlowestPhase != want.SlowestPhase {
 		t.Errorf("pullProgress %+v, want %+v", p, want)
 	}
 

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 
+	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
 	"github.com/warmer-dev/warmer/internal/bytesize"
 )
 
@@ -96,7 +97,9 @@ func nodeRow(n NodeProgress, width int, bars Bars) string {
 	} else {
 		row += fmt.Sprintf(" %d of %d images", n.Present, n.Images)
 	}
-	if r := n.Rate(); r > 0 {
+	if n.PullPhase == warmv1.PullPhaseUnpacking {
+		row += ", unpacking" // the bytes are in; the rate is the download's
+	} else if r := n.Rate(); r > 0 {
 		row += fmt.Sprintf(", %s/s", bytesize.IEC(r))
 	}
 	if n.SecondsLeft != nil {

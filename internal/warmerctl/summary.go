@@ -82,6 +82,9 @@ type NodeProgress struct {
 	Present     int    `json:"present"`
 	Bytes       Bytes  `json:"bytes"`
 	SecondsLeft *int64 `json:"secondsLeft,omitempty"`
+	// PullPhase is what its pulls do: Downloading while any downloads,
+	// else Unpacking; empty where its agent says no phase.
+	PullPhase warmv1.PullPhase `json:"pullPhase,omitempty"`
 	// DiskPressure is the reason of the node's DiskPressure condition
 	// while it holds pulls back.
 	DiskPressure string `json:"diskPressure,omitempty"`
@@ -223,6 +226,9 @@ func addImage(n *NodeProgress, img *warmv1.NodeImage) {
 		n.Bytes.Total += pr.BytesTotal
 		if pr.SecondsLeft != nil && (n.SecondsLeft == nil || *pr.SecondsLeft > *n.SecondsLeft) {
 			n.SecondsLeft = pr.SecondsLeft
+		}
+		if ph := warmv1.PhaseOf(pr); ph == warmv1.PullPhaseDownloading || n.PullPhase == "" {
+			n.PullPhase = ph
 		}
 	}
 }

@@ -126,3 +126,17 @@ func TestWhyReadyIsOneLine(t *testing.T) {
 		t.Errorf("Ready: %q, want one line", b.String())
 	}
 }
+
+// TestStatusShowsUnpacking: a node whose pulls have every byte in and
+// unpack says so on its row, instead of a download rate.
+func TestStatusShowsUnpacking(t *testing.T) {
+	img := pulling(100, 100, 20) // every byte in: unpacking
+	s := Summarise(imageWarm("ns", "w"), []warmv1.NodeWarm{nodeWarm("big", "ns", "w", img)})
+	if len(s.Working) != 1 || s.Working[0].PullPhase != warmv1.PullPhaseUnpacking {
+		t.Fatalf("working %+v, want the node unpacking", s.Working)
+	}
+	row := nodeRow(s.Working[0], 3, Bars{})
+	if !strings.Contains(row, "unpacking, 20s left") {
+		t.Errorf("row %q, want it to say unpacking and the time left", row)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -145,4 +146,63 @@ func (s *Snapshots) usage(ctx context.Context, key string) (int64, error) {
 		return 0, fmt.Errorf("measuring snapshot %q: %w", key, err)
 	}
 	return resp.GetSize(), nil
+}
+
+// Progress measures how far the layers of chainIDs are unpacked: how
+// many are (their snapshots committed), and the bytes those take plus
+// what the active snapshots being unpacked into for the others hold so
+// far (a committed snapshot's usage is recorded at commit; an active
+// one's is a walk of what it holds).
+func (s *Snapshots) Progress(ctx context.Context, chainIDs []string) (layers int, bytes int64, err error) {
+	names, err := s.list(ctx, chainIDs)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, name := range names {
+		chain, committed := name, true
+		if strings.HasPrefix(name, unpackKeyPrefix) {
+			_, chain, _ = strings.Cut(name, " ")
+			committed = false
+		}
+		if !slices.Contains(chainIDs, chain) {
+			continue
+		}
+		size, err := s.usage(ctx, name)
+		if err != nil {
+			return 0, 0, err
+		}
+		bytes += size
+		if committed {
+			layers++
+		}
+	}
+	return layers, bytes, nil
+}
+
+// list lists the names of the active snapshots and of the committed ones
+// named by chainIDs (containerd matches any of a list's filters).
+func (s *Snapshots) list(ctx context.Context, chainIDs []string) ([]string, error) {
+	ctx, cancel := s.call(ctx)
+	defer cancel()
+	filters := []string{"kind==active"}
+	for _, c := range chainIDs {
+		filters = append(filters, "name=="+strconv.Quote(c))
+	}
+	stream, err := s.client.List(ctx, &snapshotsapi.ListSnapshotsRequest{Snapshotter: s.snapshotter, Filters: filters})
+	if err != nil {
+		return nil, fmt.Errorf("listing the snapshots: %w", err)
+	}
+	var out []string
+	for {
+		resp, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("listing the snapshots: %w", err)
+		}
+		for _, info := range resp.GetInfo() {
+			out = append(out, info.GetName())
+		}
+	}
 }

@@ -23,7 +23,8 @@ import (
 type Engine struct {
 	svc      ImageService // throttled
 	puller   Puller
-	slots    int // pulls at once; < 1: no cap
+	slots    int   // pulls at once; < 1: no cap
+	large    int64 // compressed bytes from which a pull is large (sizes.go)
 	backoff  *backoff
 	guard    *diskGuard
 	clock    clock.WithDelayedExecution
@@ -79,6 +80,7 @@ func New(svc ImageService, opts Options) *Engine {
 		listener: opts.Listener,
 		provider: opts.Credentials,
 		timeout:  opts.PullTimeout,
+		large:    opts.LargePullBytes,
 		metrics:  newMetrics(opts.Registerer),
 		content:  opts.Content, snapshots: opts.Snapshots, watchEvery: opts.ProgressInterval, stall: opts.StallTimeout, yieldMode: opts.Yield,
 		jobs:  map[string]*job{},
@@ -232,7 +234,7 @@ func (e *Engine) enqueueLocked(a admitted) Status {
 			// it has, taking over a paused pull's count and bytes.
 			n := e.newJob(a.ref, a.req, a.creds, bkey)
 			if old := j.successor; old != nil {
-				n.pauses, n.sharePauses, n.keptBy = old.pauses, old.sharePauses, old.keptBy
+				n.pauses, n.sharePauses, n.sizePauses, n.size, n.keptBy = old.pauses, old.sharePauses, old.sizePauses, old.size, old.keptBy
 			}
 			j.successor = n
 			return Status{Image: a.req.Image, Ref: key, State: pull.StateQueued}
@@ -290,7 +292,7 @@ func (e *Engine) update(j *job, req Request, creds []Credential) {
 		// alone keeps the turn: the job does not lose its place.
 		j.turn = e.turns.give(req.Priority, req.Share)
 	}
-	j.priority, j.timeout, j.share = req.Priority, e.timeoutOf(req), req.Share
+	j.priority, j.timeout, j.ownTimeout, j.share = req.Priority, e.timeoutOf(req), req.Timeout > 0, req.Share
 	j.creds, j.backoffKey, j.tag = creds, backoffKey(j.ref.String(), creds), req.Tag
 	if j.index >= 0 { // not parked behind its repository's pull
 		heap.Fix(&e.queue, j.index)

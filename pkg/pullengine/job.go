@@ -31,8 +31,13 @@ func (s stalled) Error() string { return "pull stalled" }
 
 // message says how far a stalled pull had come.
 func (s stalled) message() string {
+	p := s.progress
+	if p.Phase == pull.PhaseUnpacking {
+		return fmt.Sprintf("pull stalled: nothing unpacked for %s, at %d of %d layers unpacked (%s on disk)", s.after,
+			p.LayersUnpacked, p.Layers, bytesize.IEC(p.Unpacked))
+	}
 	return fmt.Sprintf("pull stalled: no bytes arrived for %s, at %s of %s", s.after,
-		bytesize.IEC(s.progress.Done), bytesize.IEC(s.progress.Total))
+		bytesize.IEC(p.Done), bytesize.IEC(p.Total))
 }
 
 // job is one image's pull, from queueing to its result. Its fields are
@@ -60,6 +65,9 @@ type job struct {
 	// watcher's last reading of it (progress.go).
 	startedAt time.Time
 	progress  *pull.Progress
+	// moving says the watcher's last reading found it fetched more than
+	// the one before (sizes.go).
+	moving bool
 	// ended is set when its pull returned, succeeded when it brought the
 	// image; counted is how much of what it fetched the metrics have.
 	ended, succeeded bool
@@ -72,6 +80,19 @@ type job struct {
 	// sharePauses is how many times its image's pull was paused to give
 	// its slot to another share (shares.go); its successor carries it on.
 	sharePauses int
+	// sizePauses is how many times its image's pull was paused to give
+	// its slot to a smaller image's (sizes.go); size is its image's
+	// compressed size when an earlier pull learnt it. Its successor
+	// carries both on.
+	sizePauses int
+	size       int64
+	// heldFor is the smaller image's job it was paused for, which it
+	// waits for from heldSince (sizes.go); nil when none.
+	heldFor   *job
+	heldSince time.Time
+	// ownTimeout says timeout is the request's own, not the engine's
+	// default, which scales with the image's size (sizes.go).
+	ownTimeout bool
 	// atStart is the disk as its pull started (unpack.go).
 	atStart unpackStart
 }
@@ -81,7 +102,7 @@ func (e *Engine) newJob(ref imageref.Reference, req Request, creds []Credential,
 	if len(e.jobs) == 0 {
 		e.turns.reset() // no job holds a turn
 	}
-	return &job{ref: ref, priority: req.Priority, timeout: e.timeoutOf(req), creds: creds,
+	return &job{ref: ref, priority: req.Priority, timeout: e.timeoutOf(req), ownTimeout: req.Timeout > 0, creds: creds,
 		backoffKey: bkey, tag: req.Tag, share: req.Share, turn: e.turns.give(req.Priority, req.Share), seq: e.seq, index: -1}
 }
 
@@ -125,7 +146,7 @@ func (e *Engine) run(ctx context.Context, j *job, siblings []string) {
 		return
 	}
 	// The clock's timer, not context.WithTimeout, so tests can move time.
-	timer := e.clock.AfterFunc(j.timeout, func() { j.cancel(errTimedOut) })
+	timer := e.deadline(j)
 	e.metrics.pullsInFlight.Inc()
 	e.listener.PullStarted(j.ref, j.tag)
 	start := e.clock.Now()
@@ -226,6 +247,8 @@ func (e *Engine) failure(ctx context.Context, j *job, creds []Credential, err er
 			return pull.ClassCanceled, "pull cancelled: image no longer wanted", err
 		case errors.Is(cause, errYield):
 			return pull.ClassCanceled, "pull paused: the runtime pulls for someone else (a starting Pod); queued again", err
+		case errors.Is(cause, errSize):
+			return pull.ClassCanceled, "pull paused: large images' pulls held every slot while a smaller image's pull waited; queued again", err
 		case errors.Is(cause, errShare):
 			return pull.ClassCanceled, "pull paused: its share held more than its fair number of pull slots while another's pull waited; queued again", err
 		case errors.As(cause, new(stalled)):

@@ -65,6 +65,7 @@ type metrics struct {
 	yields        prometheus.Counter
 	pauses        prometheus.Counter
 	sharePauses   prometheus.Counter
+	sizePauses    prometheus.Counter
 }
 
 // newMetrics makes an engine's metrics and registers them on reg, unless
@@ -127,6 +128,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "warmer_image_pull_share_pauses_total",
 			Help: "Pulls under way the agent paused because their namespace held more than its fair number of pull slots while another namespace's pull waited; each is queued again and resumes from the bytes it had fetched.",
 		}),
+		sizePauses: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "warmer_image_pull_size_pauses_total",
+			Help: "Pulls of large images the agent paused because large images' pulls held every pull slot while a smaller image's pull waited; each is queued again and resumes from the bytes it had fetched.",
+		}),
 	}
 	if reg == nil {
 		return m
@@ -144,6 +149,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.yields = promreg.Register(reg, m.yields)
 	m.pauses = promreg.Register(reg, m.pauses)
 	m.sharePauses = promreg.Register(reg, m.sharePauses)
+	m.sizePauses = promreg.Register(reg, m.sizePauses)
 	return m
 }
 

@@ -106,9 +106,9 @@ func TestMetricsShared(t *testing.T) {
 	if v := value(t, a.pulledBytes); v != 3 {
 		t.Errorf("two engines on one registry counted %v bytes, want 3 in one counter", v)
 	}
-	// The ten metrics without labels; the vectors have no series yet.
-	if n := len(gathered(t, reg)); n != 10 {
-		t.Errorf("%d metric families gathered, want 10", n)
+	// The eleven metrics without labels; the vectors have no series yet.
+	if n := len(gathered(t, reg)); n != 11 {
+		t.Errorf("%d metric families gathered, want 11", n)
 	}
 	unregistered := newMetrics(nil)
 	unregistered.pulledBytes.Add(5)

@@ -45,8 +45,14 @@ type Options struct {
 	// DefaultBackOffJitter); values are clamped to [0, MaxBackOffJitter].
 	BackOffJitter float64
 	// PullTimeout bounds each pull once started, unless the request sets
-	// its own; 0 means DefaultPullTimeout.
+	// its own: for each started gigabyte of the image once its size is
+	// known (sizes.go); 0 means DefaultPullTimeout.
 	PullTimeout time.Duration
+	// LargePullBytes is the compressed size from which an image's pull
+	// gives its slot to a smaller image's waiting pull when large pulls
+	// hold every slot (sizes.go); 0 means DefaultLargePullBytes, < 0
+	// never.
+	LargePullBytes int64
 	// DiskThresholdPercent stops new pulls while the image filesystem is
 	// fuller than this; 0 means 80, 100 or more disables the guard.
 	DiskThresholdPercent int
@@ -109,6 +115,9 @@ func (o Options) withDefaults() Options {
 	o.PullTimeout = orDefault(o.PullTimeout, DefaultPullTimeout)
 	o.DiskCheckInterval = orDefault(o.DiskCheckInterval, DefaultDiskCheckInterval)
 	o.ProgressInterval = orDefault(o.ProgressInterval, DefaultProgressInterval)
+	if o.LargePullBytes == 0 {
+		o.LargePullBytes = DefaultLargePullBytes
+	}
 	if o.Yield == "" {
 		o.Yield = YieldOff
 	}

@@ -51,6 +51,11 @@ type track struct {
 	written   map[string]bool
 	// chains are its layers' chain IDs, once read (snapshots.go).
 	chains []string
+	// moving says the last reading found it fetched more than the one
+	// before.
+	moving bool
+	// unpackAt is when the unpacking was last read.
+	unpackAt time.Time
 }
 
 type blobSize struct {
@@ -87,6 +92,11 @@ func (t *track) update(ctx context.Context, view ContentView, ingests []content.
 		}
 	}
 	t.count(done, now)
+	t.phase(now)
+	// Moving: what it fetched grew since the last reading. A pull that
+	// waits for the runtime's downloads may hold open ingests that do
+	// not grow (containerd 2).
+	t.moving = t.committed+writ > t.p.Fetched
 	t.p.Fetched = t.committed + writ
 	return nil
 }
@@ -110,6 +120,40 @@ func (t *track) bytesOf(ctx context.Context, view ContentView, b blobSize, writi
 		t.committed += b.size
 	}
 	return b.size, false, nil
+}
+
+// phase moves the pull to Unpacking once every blob is in; the unpack's
+// stall clock starts then.
+func (t *track) phase(now time.Time) {
+	if t.p.Done < t.p.Total {
+		t.p.Phase = pull.PhaseDownloading
+		return
+	}
+	if t.p.Phase != pull.PhaseUnpacking {
+		t.p.Phase, t.p.UnpackMovedAt = pull.PhaseUnpacking, now
+	}
+}
+
+// unpacked records a reading of the unpacking: of layers, unpacked are,
+// and bytes take what they and those being unpacked hold.
+func (t *track) unpacked(layers, unpacked int, bytes int64, now time.Time) {
+	p := &t.p
+	if p.UnpackMovedAt.IsZero() {
+		p.UnpackMovedAt = now
+	}
+	if bytes > p.Unpacked || unpacked > p.LayersUnpacked {
+		p.UnpackMovedAt = now
+	}
+	if p.UnpackSeen && now.After(t.unpackAt) {
+		inst := max(float64(bytes-p.Unpacked)/now.Sub(t.unpackAt).Seconds(), 0)
+		if p.UnpackRate == 0 {
+			p.UnpackRate = inst
+		} else {
+			p.UnpackRate = (1-rateWeight)*p.UnpackRate + rateWeight*inst
+		}
+	}
+	p.UnpackSeen, p.Layers, p.LayersUnpacked, p.Unpacked = true, layers, unpacked, bytes
+	t.unpackAt = now
 }
 
 // count records a reading of done bytes at now.

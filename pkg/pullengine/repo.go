@@ -96,16 +96,32 @@ func (e *Engine) forgetLocked(r *repo, j *job) {
 // siblings pulled since it was queued. It returns nil once the engine
 // stops. Jobs of busy repositories met on the way are parked.
 func (e *Engine) popRunnableLocked() (*job, []string) {
+	var held []*job // jobs waiting for a smaller image's pull (sizes.go)
+	defer func() {
+		for _, h := range held {
+			heap.Push(&e.queue, h)
+		}
+	}()
 	for {
 		// While yielding no pull starts; the watcher wakes the puller
 		// when it ends, or holds back no longer.
 		for (len(e.queue) == 0 || e.holdingLocked()) && !e.stopped {
+			if len(e.queue) == 0 { // only held jobs: back in, until a change
+				for _, h := range held {
+					heap.Push(&e.queue, h)
+				}
+				held = nil
+			}
 			e.wake.Wait()
 		}
 		if e.stopped {
 			return nil, nil
 		}
 		j := heap.Pop(&e.queue).(*job)
+		if e.heldForSmallLocked(j) {
+			held = append(held, j)
+			continue
+		}
 		r := e.repos[j.ref.Name()]
 		if r.running != nil {
 			r.parked = append(r.parked, j)

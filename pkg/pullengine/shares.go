@@ -2,6 +2,7 @@ package pullengine
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -70,10 +71,21 @@ func (e *Engine) shareSlots() {
 		e.mu.Unlock()
 		return
 	}
-	j, w, wait := e.overShareLocked(e.clock.Now())
-	if j != nil {
+	cause, now := error(errShare), e.clock.Now()
+	j, w, wait := e.overShareLocked(now)
+	paused := []*job{j}
+	if j == nil {
+		if paused, w = e.overSizeLocked(); len(paused) > 0 {
+			cause, j = errSize, paused[0]
+			for _, p := range paused {
+				e.pauseForSizeLocked(p, w)
+			}
+			e.wakeAfter(smallHoldMax)
+		}
+	} else {
 		e.pauseForShareLocked(j, w)
-	} else if wait > 0 && e.shareTimer == nil {
+	}
+	if j == nil && wait > 0 && e.shareTimer == nil {
 		// In its own goroutine: a clock may call it holding a lock that
 		// its Now takes (the fake clock's Step does).
 		e.shareTimer = e.clock.AfterFunc(wait, func() { go e.shareSlotsAgain() })
@@ -83,8 +95,14 @@ func (e *Engine) shareSlots() {
 	if j == nil {
 		return
 	}
-	e.logger().Info("Pull paused to give its slot to another share's", "image", j.ref.Original(), "share", j.share, "for", w.share)
-	e.stop(ctx, []*job{j}, errShare)
+	if errors.Is(cause, errSize) {
+		for _, p := range paused {
+			e.logger().Info("Pull of a large image paused to give its slot to a smaller image's", "image", p.ref.Original(), "for", w.ref.Original())
+		}
+	} else {
+		e.logger().Info("Pull paused to give its slot to another share's", "image", j.ref.Original(), "share", j.share, "for", w.share)
+	}
+	e.stop(ctx, paused, cause)
 }
 
 // shareSlotsAgain is shareSlots when its timer fires.

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"time"
 )
 
 // SnapshotView is what the engine reads of the runtime's snapshots to
@@ -69,4 +70,45 @@ func chainIDs(config []byte) ([]string, error) {
 		out[i] = "sha256:" + hex.EncodeToString(sum[:])
 	}
 	return out, nil
+}
+
+// UnpackView is a SnapshotView that also shows how far an image's layers
+// are unpacked, for a pull's progress to say so. *criclient.Snapshots
+// implements it.
+type UnpackView interface {
+	// Progress is how many of the layers of chainIDs are unpacked, and
+	// the bytes they and those being unpacked take so far.
+	Progress(ctx context.Context, chainIDs []string) (layers int, bytes int64, err error)
+}
+
+// readUnpack reads how far t's layers are unpacked, once its config is
+// in; nothing where the runtime shows no unpacking, or on an error (the
+// reading is left as it was).
+func (e *Engine) readUnpack(ctx context.Context, t *track, now time.Time) {
+	view, ok := e.snapshots.(UnpackView)
+	if !ok || !t.p.Known || len(t.blobs) == 0 {
+		return
+	}
+	if t.chains == nil {
+		if !t.held[t.blobs[0].digest] {
+			return
+		}
+		raw, err := e.content.Read(ctx, t.blobs[0].digest, maxManifestBytes)
+		if err != nil {
+			return
+		}
+		if t.chains, err = chainIDs(raw); err != nil {
+			t.chains = []string{} // read, and useless: not read again
+			return
+		}
+	}
+	if len(t.chains) == 0 {
+		return
+	}
+	layers, bytes, err := view.Progress(ctx, t.chains)
+	if err != nil {
+		e.logger().V(1).Info("Reading the runtime's snapshots failed; unpack progress not updated", "error", err.Error())
+		return
+	}
+	t.unpacked(len(t.chains), layers, bytes, now)
 }

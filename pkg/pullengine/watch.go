@@ -115,7 +115,7 @@ func (e *Engine) watchOnce(ctx context.Context, w *watcher) (poll time.Duration,
 		w.foreign = f
 	}
 	var rate float64
-	resolving := false
+	resolving, learnt := false, false
 	for _, j := range jobs {
 		t := tracks[j]
 		if t == nil {
@@ -126,6 +126,10 @@ func (e *Engine) watchOnce(ctx context.Context, w *watcher) (poll time.Duration,
 			known := t.p.Known
 			if err = t.update(ctx, e.content, ingests, now); err == nil && !known && t.p.Known {
 				e.checkFit(ctx, j, t)
+				learnt = true
+			}
+			if err == nil {
+				e.readUnpack(ctx, t, now)
 			}
 		}
 		if err != nil {
@@ -135,7 +139,7 @@ func (e *Engine) watchOnce(ctx context.Context, w *watcher) (poll time.Duration,
 		rate += t.p.Rate
 		p := t.p
 		e.mu.Lock()
-		j.progress = &p
+		j.progress, j.moving = &p, t.moving
 		fetched := e.newlyFetchedLocked(j, p.Fetched)
 		e.mu.Unlock()
 		e.metrics.fetchedBytes.Add(float64(fetched))
@@ -145,6 +149,15 @@ func (e *Engine) watchOnce(ctx context.Context, w *watcher) (poll time.Duration,
 		resolving = resolving || (!p.Known && now.Sub(j.startedAt) < resolvingFor)
 	}
 	e.metrics.throughput.Set(rate)
+	if learnt {
+		// A pull's size is known now: large ones may hold every slot
+		// while a smaller image waits, or the small one held pulls back
+		// for turn out large (sizes.go).
+		e.mu.Lock()
+		e.wake.Broadcast()
+		e.mu.Unlock()
+		e.shareSlots()
+	}
 	if resolving {
 		poll = resolvingPoll
 	}
@@ -209,10 +222,18 @@ func (e *Engine) pulling() []*job {
 }
 
 // stalled says whether a pull's bytes have not moved for the stall
-// timeout. A pull whose manifest is not found yet does not stall (what it
-// fetches is unknown), nor one with every byte in (the runtime unpacks).
+// timeout; or, with every byte in, whether its unpacking has not (no
+// snapshot grew, no layer was committed) where the runtime shows it. A
+// pull whose manifest is not found yet does not stall (what it fetches is
+// unknown), nor one unpacking unseen.
 func (e *Engine) stalled(p pull.Progress, now time.Time) bool {
-	return e.stall > 0 && p.Known && p.Done < p.Total && now.Sub(p.MovedAt) >= e.stall
+	if e.stall <= 0 || !p.Known {
+		return false
+	}
+	if p.Done < p.Total {
+		return now.Sub(p.MovedAt) >= e.stall
+	}
+	return p.UnpackSeen && p.Phase == pull.PhaseUnpacking && now.Sub(p.UnpackMovedAt) >= e.stall
 }
 
 // lastLook reads the content store once for a pull that succeeded before

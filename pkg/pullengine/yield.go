@@ -274,7 +274,8 @@ func (e *Engine) pauseRunningLocked() []*job {
 // returns the successor.
 func (e *Engine) successorLocked(j *job, turn, seq uint64) *job {
 	again := &job{ref: j.ref, priority: j.priority, timeout: j.timeout, creds: j.creds, backoffKey: j.backoffKey,
-		tag: j.tag, share: j.share, turn: turn, seq: seq, index: -1, pauses: j.pauses, sharePauses: j.sharePauses}
+		tag: j.tag, share: j.share, turn: turn, seq: seq, index: -1, pauses: j.pauses, sharePauses: j.sharePauses,
+		sizePauses: j.sizePauses, size: j.knownSize(), ownTimeout: j.ownTimeout}
 	j.notWanted, j.successor = true, again
 	return again
 }

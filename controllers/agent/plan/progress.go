@@ -30,6 +30,9 @@ func imageProgress(s pull.Status) *warmv1.PullProgress {
 	if left, ok := p.Left(); ok {
 		out.SecondsLeft = ptr.To(min(int64(math.Ceil(left.Seconds())), maxSecondsLeft))
 	}
+	if p.UnpackSeen {
+		out.BytesUnpacked = ptr.To(min(max(p.Unpacked, 0), maxProgressBytes))
+	}
 	return out
 }
 
@@ -44,7 +47,7 @@ const (
 // longest of theirs (the pulls run side by side).
 func sumProgress(st *warmv1.NodeWarmStatus) {
 	st.PullProgress, st.Progress = nil, ""
-	var sum warmv1.PullProgress
+	var sum warmv1.NodePullProgress
 	n := 0
 	for _, img := range st.Images {
 		p := img.Progress
@@ -57,20 +60,38 @@ func sumProgress(st *warmv1.NodeWarmStatus) {
 		if p.SecondsLeft != nil && (sum.SecondsLeft == nil || *p.SecondsLeft > *sum.SecondsLeft) {
 			sum.SecondsLeft = ptr.To(*p.SecondsLeft)
 		}
+		sumPhase(&sum, p)
 	}
 	if n == 0 {
 		return
 	}
 	sum.BytesDone, sum.BytesTotal = min(sum.BytesDone, maxProgressBytes), min(sum.BytesTotal, maxProgressBytes)
+	if sum.BytesUnpacked != nil {
+		sum.BytesUnpacked = ptr.To(min(*sum.BytesUnpacked, maxProgressBytes))
+	}
 	st.PullProgress, st.Progress = &sum, progressText(sum)
+}
+
+// sumPhase adds an image's phase and unpacked bytes to the node's sum:
+// Downloading while any pull downloads.
+func sumPhase(sum *warmv1.NodePullProgress, p *warmv1.PullProgress) {
+	if ph := warmv1.PhaseOf(p); ph == warmv1.PullPhaseDownloading || sum.Phase == "" {
+		sum.Phase = ph
+	}
+	if p.BytesUnpacked != nil {
+		sum.BytesUnpacked = ptr.To(ptr.Deref(sum.BytesUnpacked, 0) + *p.BytesUnpacked)
+	}
 }
 
 // progressText says a progress in words: "412 MiB of 1.2 GiB (33%), 2m10s
 // left".
-func progressText(p warmv1.PullProgress) string {
+func progressText(p warmv1.NodePullProgress) string {
 	s := fmt.Sprintf("%s of %s", bytesize.IEC(p.BytesDone), bytesize.IEC(p.BytesTotal))
 	if p.BytesTotal > 0 {
 		s += fmt.Sprintf(" (%d%%)", p.BytesDone*100/p.BytesTotal)
+	}
+	if p.Phase == warmv1.PullPhaseUnpacking {
+		s += ", unpacking"
 	}
 	if p.SecondsLeft != nil {
 		s += fmt.Sprintf(", %v left", time.Duration(*p.SecondsLeft)*time.Second)

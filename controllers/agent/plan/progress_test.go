@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -60,5 +61,33 @@ func TestProgressBounded(t *testing.T) {
 	p := imageProgress(huge)
 	if p.BytesTotal != maxProgressBytes || p.SecondsLeft == nil || *p.SecondsLeft != maxSecondsLeft {
 		t.Errorf("imageProgress = %+v, %v; want the bounds", p, *p.SecondsLeft)
+	}
+}
+
+// TestPhaseProgress: an unpacking image shows its unpacked bytes, its
+// phase told by its bytes (the entry says none: the NodeWarm's budget);
+// the node's sum says Downloading while any image downloads,
+// Unpacking when all that say a phase unpack, and so does its text; a
+// runtime that shows no unpacking gives no unpacked bytes.
+func TestPhaseProgress(t *testing.T) {
+	unpacking := imageProgress(pull.Status{State: pull.StatePulling, Progress: &pull.Progress{Known: true, Done: 1000, Total: 1000,
+		Phase: pull.PhaseUnpacking, UnpackSeen: true, Layers: 2, LayersUnpacked: 1, Unpacked: 700, UnpackRate: 100}})
+	if warmv1.PhaseOf(unpacking) != warmv1.PullPhaseUnpacking || unpacking.BytesUnpacked == nil || *unpacking.BytesUnpacked != 700 ||
+		unpacking.SecondsLeft == nil || *unpacking.SecondsLeft != 3 {
+		t.Fatalf("imageProgress = %+v", unpacking)
+	}
+	downloading := imageProgress(pull.Status{State: pull.StatePulling, Progress: &pull.Progress{Known: true, Done: 10, Total: 1000, Phase: pull.PhaseDownloading}})
+	if warmv1.PhaseOf(downloading) != warmv1.PullPhaseDownloading || downloading.BytesUnpacked != nil {
+		t.Fatalf("imageProgress = %+v, want Downloading with no unpacked bytes (none seen)", downloading)
+	}
+	st := warmv1.NodeWarmStatus{Images: []warmv1.NodeImage{{Progress: unpacking}, {Progress: downloading}}}
+	sumProgress(&st)
+	if st.PullProgress.Phase != warmv1.PullPhaseDownloading || *st.PullProgress.BytesUnpacked != 700 {
+		t.Errorf("sum %+v, want Downloading with 700 unpacked", st.PullProgress)
+	}
+	st = warmv1.NodeWarmStatus{Images: []warmv1.NodeImage{{Progress: unpacking}}}
+	sumProgress(&st)
+	if st.PullProgress.Phase != warmv1.PullPhaseUnpacking || !strings.Contains(st.Progress, "unpacking") {
+		t.Errorf("sum %+v %q, want Unpacking", st.PullProgress, st.Progress)
 	}
 }

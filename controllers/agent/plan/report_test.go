@@ -60,7 +60,8 @@ func TestReportDueBytes(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	at := func(done int64) warmv1.NodeWarmStatus {
 		p := &warmv1.PullProgress{BytesDone: done, BytesTotal: 100}
-		return warmv1.NodeWarmStatus{Desired: 2, Present: 1, Pulling: 1, PullProgress: p, Progress: progressText(*p),
+		sum := &warmv1.NodePullProgress{PullProgress: *p}
+		return warmv1.NodeWarmStatus{Desired: 2, Present: 1, Pulling: 1, PullProgress: sum, Progress: progressText(*sum),
 			Images: []warmv1.NodeImage{{Image: "a", State: warmv1.ImagePulling, Progress: p}, {Image: "b", State: warmv1.ImagePresent}}}
 	}
 	pace := Pacing{Interval: 2 * time.Second, Bytes: 30 * time.Second}
@@ -98,7 +99,7 @@ func TestReportDueServed(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	at := func(served int32, done int64) warmv1.NodeWarmStatus {
 		p := &warmv1.PullProgress{BytesDone: done, BytesTotal: 100}
-		return warmv1.NodeWarmStatus{Desired: 2, Present: 1, Pulling: 1, PullProgress: p, ServedStarts: served,
+		return warmv1.NodeWarmStatus{Desired: 2, Present: 1, Pulling: 1, PullProgress: &warmv1.NodePullProgress{PullProgress: *p}, ServedStarts: served,
 			Warms:  []warmv1.WarmRef{{Namespace: "a", Name: "w", Generation: 1, ServedStarts: served}},
 			Images: []warmv1.NodeImage{{Image: "a", State: warmv1.ImagePulling, Progress: p}, {Image: "b", State: warmv1.ImagePresent}}}
 	}

@@ -20,7 +20,35 @@ type Progress struct {
 	// Fetched is what came over the wire for this pull so far: blobs
 	// committed since it started, and what is written of the others.
 	Fetched int64
+	// Phase is Downloading until every blob is in, then Unpacking.
+	Phase Phase
+	// UnpackSeen says the runtime shows its unpacking (containerd's
+	// snapshots); the fields below count only then.
+	UnpackSeen bool
+	// Layers is how many layers the image has, LayersUnpacked how many
+	// are unpacked, and Unpacked the bytes they and the layers being
+	// unpacked take so far.
+	Layers, LayersUnpacked int
+	Unpacked               int64
+	// UnpackRate is Unpacked's growth in bytes a second, smoothed; 0
+	// until it grew between two readings.
+	UnpackRate float64
+	// UnpackMovedAt is when Unpacked or LayersUnpacked last grew; when
+	// all bytes were in until it first does.
+	UnpackMovedAt time.Time
 }
+
+// Phase is what a pull under way is doing.
+type Phase string
+
+// Phases of a pull.
+const (
+	// PhaseDownloading: blobs are still being fetched (layers may
+	// unpack meanwhile).
+	PhaseDownloading Phase = "Downloading"
+	// PhaseUnpacking: every blob is in; the runtime unpacks the layers.
+	PhaseUnpacking Phase = "Unpacking"
+)
 
 // FetchedAtEnd is what a pull fetched in all, by its last reading: one
 // that succeeded also fetched what was still missing then.
@@ -33,13 +61,36 @@ func (p Progress) FetchedAtEnd(succeeded bool) int64 {
 
 // Left estimates the time the pull still needs at its current rate;
 // false when there is no rate to go by.
+//
+// While it downloads, that is the bytes left at the download rate, plus,
+// where the unpacking is seen, the layers left at the unpack rate. The
+// unpack estimate takes the layers' unpacked size to be their compressed
+// size, since nothing tells the unpacked size before the unpacking: an
+// image that compresses well unpacks longer than it says. While it
+// unpacks, with no unpack rate yet, or past that estimate, there is
+// nothing to go by.
 func (p Progress) Left() (time.Duration, bool) {
-	if !p.Known || p.Rate <= 0 || p.Done > p.Total {
+	if !p.Known || p.Done > p.Total {
+		return 0, false
+	}
+	var secs float64
+	if p.Done < p.Total {
+		if p.Rate <= 0 {
+			return 0, false
+		}
+		secs = float64(p.Total-p.Done) / p.Rate
+	}
+	if p.UnpackSeen && p.UnpackRate > 0 {
+		secs += float64(max(p.Total-p.Unpacked, 0)) / p.UnpackRate
+	} else if p.Done >= p.Total && p.UnpackSeen {
+		return 0, false
+	}
+	if p.Phase == PhaseUnpacking && p.Unpacked >= p.Total {
 		return 0, false
 	}
 	// At most ten thousand days: a crawling pull of a huge image must not
 	// overflow time.Duration into a negative time left.
-	secs := min(float64(p.Total-p.Done)/p.Rate, maxLeft.Seconds())
+	secs = min(secs, maxLeft.Seconds())
 	return time.Duration(secs * float64(time.Second)), true
 }
 
