@@ -11,6 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -198,3 +199,60 @@ func slowRef(t *testing.T, slow *faults.SlowProxy, repoTag string) string {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestGateAffinity checks the preference the gating policy adds beside the
+// gate: a preferred affinity to the nodes with the ImageWarm's warm label
+// (api NodeLabelKey), appended to the Pod's own affinity whatever of it
+// the Pod has, never a required term.
+func TestGateAffinity(t *testing.T) {
+	const ns = "affinity"
+	fleet.Create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	own := corev1.PreferredSchedulingTerm{Weight: 7, Preference: corev1.NodeSelectorTerm{
+		MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"a"}}}}}
+	required := &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{own.Preference}}
+	for _, c := range []struct {
+		name, iw string
+		affinity *corev1.Affinity
+		want     int // preferred terms after admission
+	}{
+		{"no affinity", "web", nil, 1},
+		{"pod affinity only", "web", &corev1.Affinity{PodAffinity: &corev1.PodAffinity{}}, 1},
+		{"required node affinity", "web", &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: required}}, 1},
+		{"its own preferred terms", "web", &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{own}}}, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			pod := newPod(ns, "", "affinity", "registry.invalid/a:v1", c.iw)
+			pod.GenerateName, pod.Spec.Affinity = "affinity-", c.affinity.DeepCopy()
+			fleet.Create(t, pod)
+			if !hasGate(pod) {
+				t.Fatalf("no gate on %s", pod.Name)
+			}
+			var terms []corev1.PreferredSchedulingTerm
+			if a := pod.Spec.Affinity; a != nil && a.NodeAffinity != nil {
+				terms = a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution
+				if !equality.Semantic.DeepEqual(a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution, requiredOf(c.affinity)) {
+					t.Errorf("required node affinity changed: %+v", a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution)
+				}
+			}
+			if len(terms) != c.want {
+				t.Fatalf("%d preferred terms, want %d: %+v", len(terms), c.want, terms)
+			}
+			if c.want == 2 && !equality.Semantic.DeepEqual(terms[0], own) {
+				t.Errorf("the Pod's own term became %+v", terms[0])
+			}
+			wantKey := warmv1.NodeLabelKey(ns, c.iw)
+			last := terms[len(terms)-1]
+			if e := last.Preference.MatchExpressions; last.Weight != 100 || len(e) != 1 || e[0].Key != wantKey || e[0].Operator != corev1.NodeSelectorOpExists {
+				t.Errorf("added term %+v, want weight 100 and %s Exists", last, wantKey)
+			}
+		})
+	}
+}
+
+// requiredOf is an affinity's required node terms, nil for none.
+func requiredOf(a *corev1.Affinity) *corev1.NodeSelector {
+	if a == nil || a.NodeAffinity == nil {
+		return nil
+	}
+	return a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+}
