@@ -28,6 +28,9 @@ type Containerd struct {
 	t       TB
 	proc    *process
 	mirrors map[string]string
+	// discard empties the content store of an image's layers once
+	// they are unpacked (WithDiscardUnpackedLayers).
+	discard bool
 	// node, when set, makes this the containerd 2.x of a real node: it runs
 	// pods, not only pulls (see node_containerd.go).
 	node *nodeRuntime
@@ -46,6 +49,13 @@ func WithMirror(registry, host string) ContainerdOption {
 		}
 		c.mirrors[registry] = host
 	}
+}
+
+// WithDiscardUnpackedLayers sets the CRI plugin's discard_unpacked_layers,
+// as clouds that trade the content store's disk for a re-fetch do: once
+// an image is unpacked, its compressed layers leave the content store.
+func WithDiscardUnpackedLayers() ContainerdOption {
+	return func(c *Containerd) { c.discard = true }
 }
 
 // StartContainerd starts a containerd for the named node and waits until its
@@ -221,11 +231,12 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   stats_collect_period = 1
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = %[5]q
+    discard_unpacked_layers = %[8]t
   [plugins."io.containerd.grpc.v1.cri".cni]
     conf_dir = %[6]q
     bin_dir = %[7]q
 `, filepath.Join(c.Dir, "root"), filepath.Join(c.Dir, "state"), c.Socket, filepath.Join(c.Dir, "opt"),
-		snapshotter(), filepath.Join(c.Dir, "cni/conf"), filepath.Join(c.Dir, "cni/bin")) + c.registryConfig()
+		snapshotter(), filepath.Join(c.Dir, "cni/conf"), filepath.Join(c.Dir, "cni/bin"), c.discard) + c.registryConfig()
 }
 
 // registryConfig points the CRI plugin at per-registry hosts.toml files,
