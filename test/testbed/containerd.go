@@ -231,12 +231,11 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   stats_collect_period = 1
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = %[5]q
-    discard_unpacked_layers = %[8]t
-  [plugins."io.containerd.grpc.v1.cri".cni]
+%[8]s  [plugins."io.containerd.grpc.v1.cri".cni]
     conf_dir = %[6]q
     bin_dir = %[7]q
 `, filepath.Join(c.Dir, "root"), filepath.Join(c.Dir, "state"), c.Socket, filepath.Join(c.Dir, "opt"),
-		snapshotter(), filepath.Join(c.Dir, "cni/conf"), filepath.Join(c.Dir, "cni/bin"), c.discard) + c.registryConfig()
+		snapshotter(), filepath.Join(c.Dir, "cni/conf"), filepath.Join(c.Dir, "cni/bin"), c.discardLine()) + c.registryConfig()
 }
 
 // registryConfig points the CRI plugin at per-registry hosts.toml files,

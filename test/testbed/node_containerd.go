@@ -83,9 +83,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 [plugins."io.containerd.cri.v1.images"]
   snapshotter = %[6]q
   stats_collect_period = 1
-  # True, it also makes CRI pull without the transfer service (2.1+).
-  discard_unpacked_layers = %[14]t
-  [plugins."io.containerd.cri.v1.images".pinned_images]
+%[14]s  [plugins."io.containerd.cri.v1.images".pinned_images]
     sandbox = %[7]q
   [plugins."io.containerd.cri.v1.images".registry]
     config_path = %[8]q
@@ -107,7 +105,17 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
     conf_dir = %[10]q
     bin_dirs = [%[11]q]
 %[12]s`, d("root"), d("state"), c.Socket, d("opt"), d("s"), snapshotter(), c.node.pause,
-		d("certs.d"), d("cdi"), d("cni/conf"), cniPluginDir, c.unpackConfig(), d("runc"), c.discard)
+		d("certs.d"), d("cdi"), d("cni/conf"), cniPluginDir, c.unpackConfig(), d("runc"), c.discardLine())
+}
+
+// discardLine sets discard_unpacked_layers only when asked: containerd
+// 2.1+ then pulls for CRI without its transfer service, so the line is
+// left out otherwise.
+func (c *Containerd) discardLine() string {
+	if !c.discard {
+		return ""
+	}
+	return "  discard_unpacked_layers = true\n"
 }
 
 // unpackConfig tells containerd's transfer service (which ctr import and
