@@ -111,27 +111,9 @@ func (s *Snapshots) Unpacked(ctx context.Context, chainIDs []string) (int64, err
 
 // unpacking lists the keys of the active snapshots pulls unpack into.
 func (s *Snapshots) unpacking(ctx context.Context) ([]string, error) {
-	ctx, cancel := s.call(ctx)
-	defer cancel()
-	stream, err := s.client.List(ctx, &snapshotsapi.ListSnapshotsRequest{Snapshotter: s.snapshotter, Filters: []string{"kind==active"}})
-	if err != nil {
-		return nil, fmt.Errorf("listing the active snapshots: %w", err)
-	}
-	var out []string
-	for {
-		resp, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("listing the active snapshots: %w", err)
-		}
-		for _, info := range resp.GetInfo() {
-			if strings.HasPrefix(info.GetName(), unpackKeyPrefix) {
-				out = append(out, info.GetName())
-			}
-		}
-	}
+	return s.names(ctx, []string{"kind==active"}, "the active snapshots", func(name string) bool {
+		return strings.HasPrefix(name, unpackKeyPrefix)
+	})
 }
 
 // usage is what snapshot key takes; 0 when it is gone.
@@ -182,15 +164,21 @@ func (s *Snapshots) Progress(ctx context.Context, chainIDs []string) (layers int
 // list lists the names of the active snapshots and of the committed ones
 // named by chainIDs (containerd matches any of a list's filters).
 func (s *Snapshots) list(ctx context.Context, chainIDs []string) ([]string, error) {
-	ctx, cancel := s.call(ctx)
-	defer cancel()
 	filters := []string{"kind==active"}
 	for _, c := range chainIDs {
 		filters = append(filters, "name=="+strconv.Quote(c))
 	}
+	return s.names(ctx, filters, "the snapshots", nil)
+}
+
+// names lists the names of the snapshots matching any of filters that
+// keep (nil: all) keeps; what names them in errors.
+func (s *Snapshots) names(ctx context.Context, filters []string, what string, keep func(string) bool) ([]string, error) {
+	ctx, cancel := s.call(ctx)
+	defer cancel()
 	stream, err := s.client.List(ctx, &snapshotsapi.ListSnapshotsRequest{Snapshotter: s.snapshotter, Filters: filters})
 	if err != nil {
-		return nil, fmt.Errorf("listing the snapshots: %w", err)
+		return nil, fmt.Errorf("listing %s: %w", what, err)
 	}
 	var out []string
 	for {
@@ -199,10 +187,12 @@ func (s *Snapshots) list(ctx context.Context, chainIDs []string) ([]string, erro
 			return out, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("listing the snapshots: %w", err)
+			return nil, fmt.Errorf("listing %s: %w", what, err)
 		}
 		for _, info := range resp.GetInfo() {
-			out = append(out, info.GetName())
+			if keep == nil || keep(info.GetName()) {
+				out = append(out, info.GetName())
+			}
 		}
 	}
 }
