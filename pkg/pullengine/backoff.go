@@ -20,6 +20,9 @@ const (
 	// MaxBackOffJitter bounds the share: beyond it a failing image would be
 	// retried much more often than the kubelet's schedule.
 	MaxBackOffJitter = 0.5
+	// maxLargeFloor bounds how long a large image's failed attempt makes
+	// its next wait: a large image that fails is still tried every hour.
+	maxLargeFloor = time.Hour
 )
 
 // backoff holds per-image exponential back-off on client-go's
@@ -33,6 +36,10 @@ const (
 // would. flowcontrol's own jitter lengthens waits and vanishes at the cap,
 // where a fleet's retries line up; so the doubling is flowcontrol's, the
 // spread ours.
+//
+// A large image's failure also sets a floor under the wait (finish.go's
+// backoffFloorLocked), the one case where a node waits longer than the
+// kubelet would.
 type backoff struct {
 	b      *flowcontrol.Backoff
 	clock  clock.PassiveClock
@@ -58,15 +65,16 @@ func backoffKey(ref string, creds []Credential) string {
 }
 
 // failed extends key's back-off (starting or doubling it, up to the cap) and
-// returns when the next attempt may start.
-func (b *backoff) failed(key string) time.Time {
+// returns when the next attempt may start: not before floor has passed
+// (at most maxLargeFloor), whatever the back-off says.
+func (b *backoff) failed(key string, floor time.Duration) time.Time {
 	now := b.clock.Now()
 	b.b.Next(key, now)
 	wait := b.b.Get(key)
 	if b.jitter > 0 {
 		wait -= time.Duration(b.jitter * b.rand() * float64(wait))
 	}
-	until := now.Add(wait)
+	until := now.Add(max(wait, min(floor, maxLargeFloor)))
 	b.mu.Lock()
 	b.until[key] = until
 	b.mu.Unlock()
@@ -93,13 +101,15 @@ func (b *backoff) reset(key string) {
 }
 
 // gc drops entries that have been quiet long enough to start afresh, so
-// keys of images (or secrets) no longer used do not pile up.
+// keys of images (or secrets) no longer used do not pile up. A wait set
+// by a floor can outlast flowcontrol's memory of the key: kept till it ends.
 func (b *backoff) gc() {
 	b.b.GC()
+	now := b.clock.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for k := range b.until {
-		if b.b.Get(k) == 0 {
+	for k, until := range b.until {
+		if b.b.Get(k) == 0 && !now.Before(until) {
 			delete(b.until, k)
 		}
 	}

@@ -173,3 +173,47 @@ func TestPasswordNeverInResult(t *testing.T) {
 		t.Fatalf("message %q", res.Message)
 	}
 }
+
+// TestBackOffFloorForLargeImages: a large image's failed attempt waits at
+// least as long as it ran (at most an hour) before the next; a small
+// image's failure that ran as long keeps the kubelet's schedule.
+func TestBackOffFloorForLargeImages(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		size int64
+		ran  time.Duration
+		want time.Duration
+	}{
+		{"large", 2 << 30, 20 * time.Minute, 20 * time.Minute},
+		{"large, short attempt", 2 << 30, 3 * time.Second, 10 * time.Second},
+		{"large, capped", 2 << 30, 3 * time.Hour, time.Hour},
+		{"small", 100 << 20, 20 * time.Minute, 10 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, Options{LargePullBytes: 1 << 30, PullTimeout: 100 * time.Hour})
+			ref := key(t, "a")
+			h.eng.mu.Lock()
+			h.eng.needs[ref] = need{fetch: tc.size}
+			h.eng.mu.Unlock()
+			release := h.svc.block(ref)
+			h.svc.failWith(ref, errNotFoundCRI)
+			h.enqueue("a", 0)
+			h.svc.waitStarted(t, ref)
+			h.clock.Step(tc.ran)
+			release()
+			res := h.result(t)
+			if got := res.RetryAt.Sub(h.clock.Now()); res.Class != pull.ClassNotFound || got != tc.want {
+				t.Fatalf("got %s retry in %v, want NotFound retry in %v", res.Class, got, tc.want)
+			}
+			if tc.want > 15*time.Minute {
+				// Past flowcontrol's memory of the key (twice its 5-minute cap)
+				// but not of the floor's wait.
+				h.clock.Step(11 * time.Minute)
+				h.eng.backoff.gc()
+				if st := h.enqueue("a", 0); st.State != pull.StateBackOff {
+					t.Fatalf("after a gc, during the floor's wait: %s", st.State)
+				}
+			}
+		})
+	}
+}

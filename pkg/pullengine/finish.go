@@ -1,6 +1,10 @@
 package pullengine
 
-import "github.com/warmer-dev/warmer/pkg/pullengine/pull"
+import (
+	"time"
+
+	"github.com/warmer-dev/warmer/pkg/pullengine/pull"
+)
 
 // backsOff reports whether a failed result should delay the next attempt.
 // Cancellations say nothing about the image, and an invalid name never
@@ -19,6 +23,21 @@ func backsOff(res Result) bool {
 		return res.Attempts > 0 && !isNoRoom(res.Err)
 	}
 	return true
+}
+
+// backoffFloorLocked is the least a failed pull of j waits before its
+// next attempt: for a large image, as long as the attempt ran. The
+// kubelet's schedule (10 s doubling to 5 min) was set for images that pull
+// in seconds; a large image's attempt can run for many minutes, and a
+// retry 10 s after a 20-minute failure would keep the node's link, disk
+// and the registry busy with an image that fails, most of the time. With
+// the floor a failing large image holds the node at most about half the
+// time; a small image's schedule is the kubelet's.
+func (e *Engine) backoffFloorLocked(j *job, res Result) time.Duration {
+	if e.large <= 0 || e.sizeOfLocked(j) < e.large {
+		return 0
+	}
+	return res.Duration
 }
 
 // finish records a job's outcome: back-off, last result, metrics, log and
@@ -41,7 +60,7 @@ func (e *Engine) finish(j *job, res Result) {
 		e.backoff.reset(j.backoffKey)
 		e.forgetSizeLocked(j.ref)
 	case backsOff(res):
-		res.RetryAt = e.backoff.failed(j.backoffKey)
+		res.RetryAt = e.backoff.failed(j.backoffKey, e.backoffFloorLocked(j, res))
 	case isNoRoom(res.Err):
 		// Not a back-off: the disk guard's next reading may find room.
 		res.RetryAt = res.Finished.Add(e.guard.interval)

@@ -25,7 +25,7 @@ func outageRetries(t *testing.T, nodes int, jitter float64, outage time.Duration
 		clk.SetTime(start)
 		for n := 1; ; n++ {
 			now := clk.Now()
-			until := b.failed("img")
+			until := b.failed("img", 0)
 			// No node ever waits longer than the kubelet's schedule, nor
 			// less than the jitter allows.
 			kubelet := b.b.Get("img")
