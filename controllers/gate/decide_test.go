@@ -51,8 +51,8 @@ func TestDecideNotesABadDeadline(t *testing.T) {
 	if !strings.HasSuffix(d.Message, "; bad annotation") {
 		t.Errorf("message %q does not carry the note", d.Message)
 	}
-	if validDeadline("5h") || validDeadline("soon") || !validDeadline("90s") {
-		t.Error("validDeadline")
+	if ValidDeadline("5h") || ValidDeadline("soon") || !ValidDeadline("90s") {
+		t.Error("ValidDeadline")
 	}
 }
 

@@ -27,7 +27,7 @@ const (
 // gather reads what Decide needs about one gated Pod.
 func (r *Reconciler) gather(ctx context.Context, pod *corev1.Pod) (Input, error) {
 	in := Input{Now: r.Clock.Now(), Created: pod.CreationTimestamp.Time, Deadline: deadlineOf(pod.Annotations)}
-	if v, ok := pod.Annotations[AnnotationDeadline]; ok && !validDeadline(v) {
+	if v, ok := pod.Annotations[AnnotationDeadline]; ok && !ValidDeadline(v) {
 		in.Note = fmt.Sprintf("annotation %s=%q is not a duration from 0 to %v: waited %v", AnnotationDeadline, v, MaxDeadline, in.Deadline)
 	}
 	var iw warmv1.ImageWarm
@@ -74,8 +74,9 @@ func deadlineOf(annotations map[string]string) time.Duration {
 	return min(max(d, 0), MaxDeadline)
 }
 
-// validDeadline says value is a duration deadlineOf takes as written.
-func validDeadline(value string) bool {
+// ValidDeadline says value is a duration the gate takes as written (the
+// admission policy warmer-warm-gate-deadline holds new Pods to it).
+func ValidDeadline(value string) bool {
 	d, err := time.ParseDuration(value)
 	return err == nil && d >= 0 && d <= MaxDeadline
 }

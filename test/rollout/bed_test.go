@@ -65,7 +65,7 @@ func startBed(t testbed.TB) {
 // from the repository, as its overlay would.
 func installWarmGate(t testbed.TB, cp *testbed.ControlPlane) {
 	dir := filepath.Join(testbed.RepoRoot(t), "config", "components", "warm-gate")
-	for _, file := range []string{"gate_policy.yaml", "controller_pods_policy.yaml", "controller_warm_gate_role.yaml"} {
+	for _, file := range []string{"gate_policy.yaml", "deadline_policy.yaml", "controller_pods_policy.yaml", "controller_warm_gate_role.yaml"} {
 		b, err := os.ReadFile(filepath.Join(dir, file))
 		if err != nil {
 			t.Fatal(err)
