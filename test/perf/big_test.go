@@ -1,6 +1,7 @@
 package perf
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"slices"
@@ -10,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
 	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/faults"
 )
 
 // bigLayer is the layer size of BenchmarkWarmBigImage's image.
@@ -194,4 +198,51 @@ func reportBig(b *testing.B, size int64, agent, direct []time.Duration, mem []ag
 	b.ReportMetric(mib(rssPeak), "agent-peak-rss-MiB")
 	b.ReportMetric(mib(rssPeak-rssBefore), "agent-rss-growth-MiB")
 	b.ReportMetric(mib(heapPeak), "agent-peak-heap-MiB")
+}
+
+// fastPathRate is each connection's rate in BenchmarkBigImageFastPaths:
+// a registry or CDN that serves one stream at a bounded speed, where
+// fetching more streams at once is what the fast paths change.
+const fastPathRate = 100 << 20
+
+// BenchmarkBigImageFastPaths pulls one large image (2 GB, BENCH_BIG_GB;
+// 256 MB layers) through raw CRI on containerd 2.x with its defaults and
+// with the settings its transfer service offers for large images, each
+// on a fresh containerd, through a proxy that gives each connection
+// 100 MB/s. Not part of make bench: run it by name.
+func BenchmarkBigImageFastPaths(b *testing.B) {
+	size := bigSize(b)
+	reg := testbed.StartRegistry(b, testbed.RegistryOptions{Name: "perf-fast"})
+	img := reg.Push(b, "perf/fast:v1", testbed.BigImage(b, size, 256*testbed.MB))
+	slow := faults.StartSlowProxy(b, reg.Host, fastPathRate)
+	ref := strings.Replace(img.Ref, reg.Host, slow.Host, 1)
+	for _, c := range []struct {
+		name     string
+		settings []string
+	}{
+		{"defaults", nil},
+		{"downloads=8", []string{"max_concurrent_downloads = 8"}},
+		{"fetch-buffer=1MiB", []string{"concurrent_layer_fetch_buffer = 1048576"}},
+		{"unpacks=4", []string{"max_concurrent_unpacks = 4"}},
+		{"all", []string{"max_concurrent_downloads = 8", "concurrent_layer_fetch_buffer = 1048576", "max_concurrent_unpacks = 4"}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			ctd := testbed.StartContainerd(b, "fast-node", testbed.WithContainerd2(b), testbed.WithTransferSettings(c.settings...))
+			cri := ctd.ImageService(b)
+			var took []time.Duration
+			for b.Loop() {
+				start := time.Now()
+				if _, err := cri.PullImage(context.Background(), &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}}); err != nil {
+					b.Fatalf("pulling %s: %v", ref, err)
+				}
+				took = append(took, time.Since(start))
+				if _, err := cri.RemoveImage(context.Background(), &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			fmt.Fprintf(os.Stdout, "%s (%s): pulled %.1f GB in %v\n", c.name, strings.Join(c.settings, ", "), float64(size)/testbed.GB, took)
+			b.ReportMetric(0, "ns/op")
+			b.ReportMetric(median(took).Seconds(), "pull-s")
+		})
+	}
 }
