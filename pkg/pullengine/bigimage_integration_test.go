@@ -185,7 +185,7 @@ func checkETA(t *testing.T, samples []bigSample, start, end time.Time) {
 	t.Helper()
 	half := start.Add(end.Sub(start) / 2)
 	var unpackFrom time.Time
-	var given, absent int
+	var given, absent, unpacking int
 	var worstOver, worstUnpack float64
 	for _, s := range samples {
 		if s.p.Phase == pull.PhaseUnpacking && unpackFrom.IsZero() {
@@ -210,11 +210,12 @@ func checkETA(t *testing.T, samples []bigSample, start, end time.Time) {
 			}
 		case s.at.Sub(unpackFrom) >= pullengine.DefaultProgressInterval:
 			// Once the unpack rate was read in this phase.
+			unpacking++
 			worstUnpack = max(worstUnpack, abs(ratio))
 		}
 	}
-	t.Logf("last half: %d readings with a time left, %d without; worst over-estimate while downloading %+.0f %%, worst error while unpacking %.0f %% of the time left",
-		given, absent, 100*worstOver, 100*worstUnpack)
+	t.Logf("last half: %d readings with a time left, %d without; worst over-estimate while downloading %+.0f %%; worst error while unpacking %.0f %% of the time left, over %d readings",
+		given, absent, 100*worstOver, 100*worstUnpack, unpacking)
 	if given == 0 {
 		t.Errorf("last half: no reading gave a time left (%d did not)", absent)
 	}
