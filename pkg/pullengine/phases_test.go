@@ -99,8 +99,8 @@ func TestUnpackPhaseAndStall(t *testing.T) {
 }
 
 // TestLeftCoversBothPhases: the time left adds the unpack at its rate to
-// the download at its own, and says nothing while there is no rate to go
-// by in the phase under way.
+// the download at its own (the download's while no layer has unpacked),
+// and says nothing while there is no rate to go by in the phase under way.
 func TestLeftCoversBothPhases(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -109,6 +109,7 @@ func TestLeftCoversBothPhases(t *testing.T) {
 		ok   bool
 	}{
 		{"download only, unpack unseen", pull.Progress{Known: true, Done: 100, Total: 300, Rate: 100}, 2 * time.Second, true},
+		{"downloading, no unpack rate yet: the download's", pull.Progress{Known: true, Done: 100, Total: 300, Rate: 100, UnpackSeen: true}, 5 * time.Second, true},
 		{"download and unpack", pull.Progress{Known: true, Done: 100, Total: 300, Rate: 100, UnpackSeen: true, UnpackRate: 50, Unpacked: 100}, 6 * time.Second, true},
 		{"unpacking at a rate", pull.Progress{Known: true, Done: 300, Total: 300, Phase: pull.PhaseUnpacking, UnpackSeen: true, UnpackRate: 100, Unpacked: 100}, 2 * time.Second, true},
 		{"unpacking, no rate yet", pull.Progress{Known: true, Done: 300, Total: 300, Phase: pull.PhaseUnpacking, UnpackSeen: true}, 0, false},

@@ -48,6 +48,7 @@ type warmBed struct {
 	cri                runtimeapi.ImageServiceClient
 	node               string
 	metrics            string // the agent's /metrics
+	agentProc          *testbed.Process
 	ctrlMetrics        string // the controller's /metrics
 }
 
@@ -109,18 +110,18 @@ func (wb *warmBed) round(b *testing.B, imgs []testbed.Image, productLast bool) w
 	return r
 }
 
-func startWarmBed(b *testing.B) *warmBed {
+func startWarmBed(b *testing.B, opts ...testbed.ContainerdOption) *warmBed {
 	b.Helper()
 	cp := testbed.StartControlPlane(b)
 	bin := testbed.BuildPlainWarmer(b)
 	wb := &warmBed{cp: cp, node: "perf-node"}
-	ctd := testbed.StartContainerd(b, wb.node)
+	ctd := testbed.StartContainerd(b, wb.node, opts...)
 	wb.cri = ctd.ImageService(b)
 	cp.CreateNode(b, wb.node, nil)
 	// The agent and the controller run with their defaults: what the
 	// manifests give them. BENCH_WARM_AGENT_FLAGS adds agent flags, to
 	// tell what a feature costs (e.g. --yield-to-kubelet=off).
-	_, wb.metrics = startAgent(b, cp, bin, wb.node, ctd, strings.Fields(os.Getenv("BENCH_WARM_AGENT_FLAGS"))...)
+	wb.agentProc, wb.metrics = startAgent(b, cp, bin, wb.node, ctd, strings.Fields(os.Getenv("BENCH_WARM_AGENT_FLAGS"))...)
 	wb.ctrlMetrics = startController(b, cp, bin)
 	var err error
 	if wb.cli, err = client.NewWithWatch(cp.Config, client.Options{Scheme: testbed.Scheme()}); err != nil {

@@ -31,6 +31,9 @@ type Containerd struct {
 	// discard empties the content store of an image's layers once
 	// they are unpacked (WithDiscardUnpackedLayers).
 	discard bool
+	// transfer holds settings of containerd 2.x's transfer service
+	// (WithTransferSettings).
+	transfer []string
 	// node, when set, makes this the containerd 2.x of a real node: it runs
 	// pods, not only pulls (see node_containerd.go).
 	node *nodeRuntime
@@ -56,6 +59,14 @@ func WithMirror(registry, host string) ContainerdOption {
 // an image is unpacked, its compressed layers leave the content store.
 func WithDiscardUnpackedLayers() ContainerdOption {
 	return func(c *Containerd) { c.discard = true }
+}
+
+// WithTransferSettings sets keys of containerd 2.x's transfer service
+// (plugins."io.containerd.transfer.v1.local"), which CRI pulls go
+// through, each a TOML line such as "max_concurrent_unpacks = 2"; a
+// containerd 1.6 has no such service and ignores them.
+func WithTransferSettings(lines ...string) ContainerdOption {
+	return func(c *Containerd) { c.transfer = append(c.transfer, lines...) }
 }
 
 // StartContainerd starts a containerd for the named node and waits until its

@@ -105,7 +105,16 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
     conf_dir = %[10]q
     bin_dirs = [%[11]q]
 %[12]s`, d("root"), d("state"), c.Socket, d("opt"), d("s"), snapshotter(), c.node.pause,
-		d("certs.d"), d("cdi"), d("cni/conf"), cniPluginDir, c.unpackConfig(), d("runc"), c.discardLine())
+		d("certs.d"), d("cdi"), d("cni/conf"), cniPluginDir, c.unpackConfig(), d("runc"), c.discardLine()) + c.transferConfig()
+}
+
+// transferConfig is the transfer service's table with the settings
+// WithTransferSettings gave, if any.
+func (c *Containerd) transferConfig() string {
+	if len(c.transfer) == 0 {
+		return ""
+	}
+	return "\n[plugins.\"io.containerd.transfer.v1.local\"]\n  " + strings.Join(c.transfer, "\n  ") + "\n"
 }
 
 // discardLine sets discard_unpacked_layers only when asked: containerd

@@ -66,23 +66,30 @@ func (p Progress) FetchedAtEnd(succeeded bool) int64 {
 // where the unpacking is seen, the layers left at the unpack rate. The
 // unpack estimate takes the layers' unpacked size to be their compressed
 // size, since nothing tells the unpacked size before the unpacking: an
-// image that compresses well unpacks longer than it says. While it
-// unpacks, with no unpack rate yet, or past that estimate, there is
-// nothing to go by.
+// image that compresses well unpacks longer than it says. Where the
+// unpacking is seen but no layer has unpacked yet, the unpack is taken to
+// run at the download's rate: left out, the download's time alone was
+// short of the pull's by all of the unpack (on a 2 GB image, 0.2 s said
+// where the pull took eight more). While it unpacks with no unpack rate
+// yet, or past the estimate, there is nothing to go by.
 func (p Progress) Left() (time.Duration, bool) {
 	if !p.Known || p.Done > p.Total {
 		return 0, false
 	}
 	var secs float64
+	unpackRate := p.UnpackRate
 	if p.Done < p.Total {
 		if p.Rate <= 0 {
 			return 0, false
 		}
 		secs = float64(p.Total-p.Done) / p.Rate
+		if unpackRate <= 0 {
+			unpackRate = p.Rate
+		}
 	}
-	if p.UnpackSeen && p.UnpackRate > 0 {
-		secs += float64(max(p.Total-p.Unpacked, 0)) / p.UnpackRate
-	} else if p.Done >= p.Total && p.UnpackSeen {
+	if p.UnpackSeen && unpackRate > 0 {
+		secs += float64(max(p.Total-p.Unpacked, 0)) / unpackRate
+	} else if p.UnpackSeen {
 		return 0, false
 	}
 	if p.Phase == PhaseUnpacking && p.Unpacked >= p.Total {

