@@ -480,6 +480,9 @@ type imageView struct {
 // it, its reported state, and whether it counts as done for its
 // ImageWarms' Warmed events (present, with no pull of it unaccounted for).
 func (p *planner) image(key string, w *wantedImage) (warmv1.NodeImage, bool) {
+	if p.artifactHeld(w) {
+		return p.heldArtifact(key, w), false
+	}
 	m := p.out.State.images[key]
 	v := p.view(w, m)
 	p.noteSeen(w, &m, v)
