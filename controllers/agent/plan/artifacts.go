@@ -50,6 +50,40 @@ func (p *planner) heldArtifact(key string, w *wantedImage) warmv1.NodeImage {
 	return img
 }
 
+// artifactWaitStatus says why an artifact waits while another is pulled.
+const artifactWaitStatus = "waiting for another artifact's pull: the runtime keeps only one of the artifacts pulled side by side"
+
+// artifactPulling is the reference of an artifact of the desired set
+// that the engine is pulling, or has queued; "" for none.
+func (p *planner) artifactPulling() string {
+	for _, key := range p.in.Desired.Keys() {
+		w := p.in.Desired.images[key]
+		if st, ok := p.in.Engine[w.refKey]; ok && w.artifact && (st.State == pull.StateQueued || st.State == pull.StatePulling) {
+			return w.refKey
+		}
+	}
+	return ""
+}
+
+// artifactTurn says whether w may be pulled now, as far as artifacts go:
+// one artifact at a time. CRI-O 1.34 keeps its artifacts in one OCI
+// layout whose index each pull rewrites at its end without a lock: of
+// artifacts pulled side by side, all pulls succeed and only one stays
+// (TestRuntimesOnArtifacts). An image, or an artifact already under way,
+// always may; the others wait, in the order of the set's keys, and say
+// so in their status.
+func (p *planner) artifactTurn(w *wantedImage, v imageView) bool {
+	if !w.artifact || v.inFlight || p.artifactSlot == w.refKey {
+		return true
+	}
+	if p.artifactSlot != "" {
+		p.artifactWaits[w.key] = true
+		return false
+	}
+	p.artifactSlot = w.refKey
+	return true
+}
+
 // artifactMessage says why an artifact is not pulled on a runtime that
 // cannot mount it.
 func artifactMessage(rt warmv1.RuntimeInfo) string {

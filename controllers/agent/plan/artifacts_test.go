@@ -28,10 +28,22 @@ func on(rt warmv1.RuntimeInfo, in Input) Input {
 	return in
 }
 
+// waits checks that ref's entry says it waits for another artifact.
+func waits(ref string) func(*testing.T, Output) {
+	return func(t *testing.T, out Output) {
+		t.Helper()
+		for _, img := range out.Status.Images {
+			if img.Image == ref && img.Message != artifactWaitStatus {
+				t.Errorf("%s: %+v, want it waiting for the other artifact", ref, img)
+			}
+		}
+	}
+}
+
 // TestPlanArtifacts decides spec.artifacts: pulled where the runtime
-// mounts artifacts (CRI-O), refused for good elsewhere without taking the
-// ImageWarm's images down, and an artifact listed also as an image counts
-// as an artifact.
+// mounts artifacts (CRI-O), one at a time, refused for good elsewhere
+// without taking the ImageWarm's images down, and an artifact listed also
+// as an image counts as an artifact.
 func TestPlanArtifacts(t *testing.T) {
 	models := withArtifacts(warm("ns", "models", nil, imgA), imgB)
 	plain := warm("ns", "plain", nil, imgB)
@@ -61,6 +73,22 @@ func TestPlanArtifacts(t *testing.T) {
 			return in
 		},
 		state: map[string]warmv1.ImageState{imgA: warmv1.ImagePresent, imgB: warmv1.ImagePresent},
+	}, {
+		name:  "CRI-O: two artifacts, one pulled at a time",
+		in:    func() Input { return on(crio, input(withArtifacts(warm("ns", "two", nil), imgA, imgB))) },
+		pulls: []string{imgA},
+		state: map[string]warmv1.ImageState{imgA: warmv1.ImageQueued, imgB: warmv1.ImageQueued},
+		check: waits(imgB),
+	}, {
+		name: "CRI-O: the artifact under way keeps its turn",
+		in: func() Input {
+			in := on(crio, input(withArtifacts(warm("ns", "two", nil), imgA, imgB)))
+			in.Engine[imgB] = pull.Status{Image: imgB, Ref: imgB, State: pull.StatePulling}
+			return in
+		},
+		pulls: []string{imgB},
+		state: map[string]warmv1.ImageState{imgA: warmv1.ImageQueued, imgB: warmv1.ImagePulling},
+		check: waits(imgA),
 	}, {
 		name:  "containerd: the image is pulled, the artifact is refused",
 		in:    func() Input { return on(containerd, input(models)) },
