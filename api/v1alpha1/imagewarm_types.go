@@ -188,7 +188,9 @@ type NodeCounts struct {
 	// +optional
 	NotReporting int32 `json:"notReporting"`
 	// unsupported nodes lack the platform (OS and architecture) of some
-	// image: they can never hold it, so they do not count toward Ready.
+	// image, or run a container runtime that cannot mount an artifact
+	// (reason ArtifactsUnsupported): they can never hold it, so they do
+	// not count toward Ready.
 	// +optional
 	Unsupported int32 `json:"unsupported,omitempty"`
 	// unlisted nodes want more images, or match more ImageWarms, than a
