@@ -9,6 +9,7 @@ package artifacts
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -170,11 +171,36 @@ func waitReady(t *testing.T, f *testbed.Fleet, name string, within time.Duration
 	})
 }
 
+// noLayers checks that containerd 2's record of the artifact has no
+// layer to mount: no chain ID, no diff IDs. Its blobs are not layers, so
+// an image volume of it would be an empty snapshot.
+func noLayers(ctx context.Context, t *testing.T, c runtimeapi.ImageServiceClient, ref string) {
+	t.Helper()
+	st, err := c.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: ref}, Verbose: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info struct {
+		ChainID   string `json:"chainID"`
+		ImageSpec struct {
+			RootFS struct {
+				DiffIDs []string `json:"diff_ids"`
+			} `json:"rootfs"`
+		} `json:"imageSpec"`
+	}
+	if err := json.Unmarshal([]byte(st.GetInfo()["info"]), &info); err != nil {
+		t.Fatalf("containerd's verbose image info %q: %v", st.GetInfo()["info"], err)
+	}
+	if info.ChainID != "" || len(info.ImageSpec.RootFS.DiffIDs) != 0 {
+		t.Errorf("containerd 2 records layers for the artifact (chain %q, diff IDs %v): an image volume of it may hold files", info.ChainID, info.ImageSpec.RootFS.DiffIDs)
+	}
+}
+
 // TestRuntimesOnArtifacts records what each runtime's CRI does with an
 // artifact, the facts the agent's decisions rest on: CRI-O pulls it and
 // reports it (pinned), but of artifacts pulled side by side keeps one;
 // containerd 1.6 fails the pull after recording it; containerd 2 pulls it
-// and lists it, though none of its blobs is a layer it unpacks, so no CRI
+// and lists it, with no layer (none of its blobs is one), so no CRI
 // answer on containerd says "artifact".
 func TestRuntimesOnArtifacts(t *testing.T) {
 	reg := testbed.StartRegistry(t, testbed.RegistryOptions{Name: "art"})
@@ -211,6 +237,9 @@ func TestRuntimesOnArtifacts(t *testing.T) {
 			}
 			if st.GetImage().GetPinned() != w.pinned {
 				t.Errorf("pinned %v, want %v", st.GetImage().GetPinned(), w.pinned)
+			}
+			if name == "containerd 2" {
+				noLayers(ctx, t, c, art.Ref)
 			}
 		})
 	}
