@@ -4,7 +4,8 @@
 // which mounts artifacts, and refused with ArtifactsUnsupported on
 // containerd 1.6 and 2, which do not, while the ImageWarm's image warms.
 // TestRuntimesOnArtifacts records what each runtime's CRI does with an
-// artifact, the facts the agent's decision rests on.
+// artifact, and TestContainerd2ImageVolumes what containerd 2 mounts of
+// one: the facts the agent's decisions rest on.
 package artifacts
 
 import (
