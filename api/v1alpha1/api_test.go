@@ -69,7 +69,7 @@ var (
 
 func testInvalidImageWarms(t *testing.T, cp *testbed.ControlPlane) {
 	cases := []badInputCase{
-		{"no images", `{}`, []string{"spec", "spec must list images, take them from workloads with imagesFrom, or both"}},
+		{"no images", `{}`, []string{"spec", "spec must list images or artifacts, or take images from workloads with imagesFrom"}},
 		{"empty images", `{"images":[]}`, []string{"spec.images", "at least 1"}},
 		{"too many images", `{"images":` + images(101) + `}`, []string{"spec.images", "at most 100"}},
 		{"duplicate image", `{"images":["nginx:1.27","nginx:1.27"]}`, []string{"spec.images[1]", "Duplicate value"}},
@@ -121,6 +121,8 @@ func testValidImageWarms(t *testing.T, cp *testbed.ControlPlane) {
 		{"many forms", `{"images":["nginx:1.27","library/nginx","docker.io/library/nginx:latest","localhost/app","localhost:5000/app:v1","127.0.0.1:5000/team/app:v1","[::1]:5000/app:v1","registry.example/a/b/c:v1.2-rc_3","registry.example/app@sha256:` + sha256Hex + `","nginx:1.27@sha256:` + sha256Hex + `","my-registry.example:443/team_a/app__x/app--y:1"]}`},
 		{"hundred images", `{"images":` + images(100) + `}`},
 		{"images from every workload", `{"imagesFrom":{"workloadSelector":{}}}`},
+		{"artifacts alone", `{"artifacts":["registry.example/models/llama:v1","registry.example/models/llama@sha256:` + sha256Hex + `"]}`},
+		{"images and artifacts, 100 in all", `{"images":` + images(98) + `,"artifacts":["registry.example/models/a:v1","registry.example/models/b:v1"]}`},
 		{"images and imagesFrom", `{"images":["nginx"],"imagesFrom":{"workloadSelector":{"matchLabels":{"app":"web"},"matchExpressions":[{"key":"tier","operator":"NotIn","values":["test"]}]},"kinds":["Deployment","StatefulSet","DaemonSet","Job","CronJob"]}}`},
 		{"full spec", `{"images":["nginx"],"nodeSelector":{"matchLabels":{"node-role.kubernetes.io/worker":"","zone":"a"},"matchExpressions":[{"key":"kubernetes.io/arch","operator":"In","values":["amd64","arm64"]},{"key":"gpu","operator":"DoesNotExist"}]},"pullPolicy":"Always","refreshInterval":"1h30m","imagePullSecrets":[{"name":"regcred"},{"name":"other.cred"}],"priority":-10,"suspend":true,"pullTimeout":"10m","retention":"Pinned"}`},
 	}

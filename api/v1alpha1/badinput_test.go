@@ -114,6 +114,22 @@ var referenceCases = []badInputCase{
 	{"a thousand images", `{"images":` + images(1000) + `}`, []string{"spec.images", "at most 100"}},
 }
 
+// artifacts wraps a list of artifacts in a spec without images.
+func artifacts(refs ...string) string {
+	b, _ := json.Marshal(refs)
+	return `{"artifacts":` + string(b) + `}`
+}
+
+var artifactCases = []badInputCase{
+	{"artifact with a scheme", artifacts("oci://registry.example/models/llama:v1"), []string{"spec.artifacts[0]", msgScheme}},
+	{"upper case in an artifact's repository", artifacts("registry.example/Models/llama:v1"), []string{"spec.artifacts[0]", msgLowerCase}},
+	{"artifact listed twice", artifacts("registry.example/models/a:v1", "registry.example/models/a:v1"), []string{"spec.artifacts[1]", "Duplicate value"}},
+	{"empty artifacts", `{"artifacts":[]}`, []string{"spec.artifacts", "at least 1"}},
+	{"artifacts not a list", `{"artifacts":"registry.example/models/a:v1"}`, []string{"spec.artifacts", "array"}},
+	{"21 artifacts", `{"artifacts":` + images(21) + `}`, []string{"spec.artifacts", "at most 20"}},
+	{"100 images and an artifact", `{"images":` + images(100) + `,"artifacts":["registry.example/models/a:v1"]}`, []string{"spec", "images and artifacts together list at most 100 references"}},
+}
+
 var selectorCases = []badInputCase{
 	{"too many expressions", sel(`{"matchExpressions":[` + strings.TrimSuffix(strings.Repeat(`{"key":"k","operator":"Exists"},`, 17), ",") + `]}`), []string{"spec.nodeSelector.matchExpressions", "at most 16"}},
 	{"too many values", sel(`{"matchExpressions":[{"key":"k","operator":"In","values":[` + strings.TrimSuffix(strings.Repeat(`"v",`, 65), ",") + `]}]}`), []string{"spec.nodeSelector.matchExpressions[0].values", "at most 64"}},
@@ -164,8 +180,8 @@ var secretAndOtherCases = []badInputCase{
 func from(s string) string { return `{"imagesFrom":` + s + `}` }
 
 var imagesFromCases = []badInputCase{
-	{"neither images nor imagesFrom", `{}`, []string{"spec", "spec must list images, take them from workloads with imagesFrom, or both"}},
-	{"imagesFrom null and no images", `{"imagesFrom":null}`, []string{"spec", "spec must list images, take them from workloads with imagesFrom, or both"}},
+	{"neither images nor imagesFrom", `{}`, []string{"spec", "spec must list images or artifacts, or take images from workloads with imagesFrom"}},
+	{"imagesFrom null and no images", `{"imagesFrom":null}`, []string{"spec", "spec must list images or artifacts, or take images from workloads with imagesFrom"}},
 	{"empty images beside imagesFrom", `{"images":[],"imagesFrom":{"workloadSelector":{}}}`, []string{"spec.images", "at least 1"}},
 	{"imagesFrom without workloadSelector", from(`{}`), []string{"spec.imagesFrom.workloadSelector", "Required"}},
 	{"imagesFrom as a list", from(`[{"workloadSelector":{}}]`), []string{"spec.imagesFrom", "object"}},
@@ -228,6 +244,7 @@ var retentionCases = []badInputCase{
 func TestAPIBadInput(t *testing.T) {
 	cp := testbed.StartControlPlane(t)
 	groups := map[string][]badInputCase{"references": referenceCases, "selectors": selectorCases, "secrets and settings": secretAndOtherCases, "images from workloads": imagesFromCases,
+		"artifacts": artifactCases,
 		"readiness": readinessCases,
 		"retention": retentionCases,
 		"rollout":   rolloutCases}

@@ -331,6 +331,14 @@ const (
 	// What to do: build the image for the node's OS and architecture, or
 	// select only nodes it has a platform for.
 	ReasonNoMatchingPlatform = "NoMatchingPlatform"
+	// ReasonArtifactsUnsupported: an entry of spec.artifacts, on a node
+	// whose container runtime cannot mount OCI artifacts as image volumes
+	// (containerd; CRI-O can). The agent pulls nothing: a Pod there could
+	// not use what it fetched. The node counts as unsupported, not failed.
+	// What to do: run Pods that mount the artifact on CRI-O nodes (select
+	// only those in nodeSelector), or package the files as an image and
+	// list it in spec.images.
+	ReasonArtifactsUnsupported = "ArtifactsUnsupported"
 	// ReasonSignatureValidationFailed: the runtime's signature policy
 	// rejected the image.
 	// What to do: sign the image as the runtime's policy asks, or change the
@@ -366,7 +374,7 @@ const (
 // above.
 var PullFailureReasons = []string{
 	ReasonInvalidImageName, ReasonRegistryUnavailable, ReasonRateLimited,
-	ReasonUnauthorized, ReasonNotFound, ReasonNoMatchingPlatform,
+	ReasonUnauthorized, ReasonNotFound, ReasonNoMatchingPlatform, ReasonArtifactsUnsupported,
 	ReasonSignatureValidationFailed, ReasonTimeout, ReasonStalled, ReasonDiskPressure,
 	ReasonCredentialProviderFailed, ReasonErrImagePull, ReasonCanceled,
 }

@@ -34,7 +34,8 @@ const (
 // ImageWarmSpec says which images must be present on which nodes.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.refreshInterval) || self.pullPolicy == 'Always'",message="refreshInterval is only allowed with pullPolicy Always"
-// +kubebuilder:validation:XValidation:rule="has(self.images) || has(self.imagesFrom)",message="spec must list images, take them from workloads with imagesFrom, or both"
+// +kubebuilder:validation:XValidation:rule="has(self.images) || has(self.imagesFrom) || has(self.artifacts)",message="spec must list images or artifacts, or take images from workloads with imagesFrom"
+// +kubebuilder:validation:XValidation:rule="!has(self.images) || !has(self.artifacts) || size(self.images) + size(self.artifacts) <= 100",message="images and artifacts together list at most 100 references"
 type ImageWarmSpec struct {
 	// images to keep present on every selected node, as a Pod's image field
 	// takes them. A reference with neither tag nor digest means ":latest";
@@ -45,6 +46,20 @@ type ImageWarmSpec struct {
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=100
 	Images []ImageReference `json:"images,omitempty"`
+
+	// artifacts are OCI artifacts (a manifest whose artifactType or config
+	// is not an image's, such as model weights) that Pods mount as image
+	// volumes, written as images are. They are warmed where the container
+	// runtime can mount an artifact (CRI-O); elsewhere (containerd) the
+	// agent pulls nothing and reports reason ArtifactsUnsupported, since a
+	// Pod could not use what it fetched. An image volume of an ordinary
+	// image belongs in images. Entries must be unique; a reference also in
+	// images counts as an artifact.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=20
+	Artifacts []ImageReference `json:"artifacts,omitempty"`
 
 	// imagesFrom takes more images from the pod templates of workloads in
 	// this ImageWarm's namespace, kept current as the templates change.
@@ -173,7 +188,9 @@ type NodeCounts struct {
 	// +optional
 	NotReporting int32 `json:"notReporting"`
 	// unsupported nodes lack the platform (OS and architecture) of some
-	// image: they can never hold it, so they do not count toward Ready.
+	// image, or run a container runtime that cannot mount an artifact
+	// (reason ArtifactsUnsupported): they can never hold it, so they do
+	// not count toward Ready.
 	// +optional
 	Unsupported int32 `json:"unsupported,omitempty"`
 	// unlisted nodes want more images, or match more ImageWarms, than a

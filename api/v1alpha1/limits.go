@@ -96,6 +96,9 @@ const (
 const (
 	// MaxImagesPerWarm is the most images one ImageWarm may list.
 	MaxImagesPerWarm = 100
+	// MaxArtifactsPerWarm is the most artifacts one ImageWarm may list;
+	// with its images, at most MaxImagesPerWarm references.
+	MaxArtifactsPerWarm = 20
 	// MaxPullSecrets is the most pull secrets one ImageWarm may name.
 	MaxPullSecrets = 8
 	// MaxReportedImages is the most images an ImageWarm's status lists.

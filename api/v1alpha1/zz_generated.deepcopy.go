@@ -153,6 +153,11 @@ func (in *ImageWarmSpec) DeepCopyInto(out *ImageWarmSpec) {
 		*out = make([]ImageReference, len(*in))
 		copy(*out, *in)
 	}
+	if in.Artifacts != nil {
+		in, out := &in.Artifacts, &out.Artifacts
+		*out = make([]ImageReference, len(*in))
+		copy(*out, *in)
+	}
 	if in.ImagesFrom != nil {
 		in, out := &in.ImagesFrom, &out.ImagesFrom
 		*out = new(ImagesFrom)

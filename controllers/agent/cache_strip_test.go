@@ -27,7 +27,7 @@ var readBy = map[string]bool{
 	"Spec.Images": true, "Spec.ImagesFrom": true, "Spec.NodeSelector": true, "Spec.PullPolicy": true,
 	"Spec.RefreshInterval": true, "Spec.ImagePullSecrets": true, "Spec.Priority": true, "Spec.Suspend": true,
 	"Spec.PullTimeout": true, "Spec.StartupTaint": true, "Spec.Retention": true, "Spec.Rollout": true,
-	"Spec.NodeLabel":  true,
+	"Spec.NodeLabel": true, "Spec.Artifacts": true,
 	"Spec.Readiness":  false,
 	"Status.Resolved": true, "Status.Rollout": true,
 	"Status.ObservedGeneration": false, "Status.Conditions": false, "Status.ImageCount": false,
@@ -162,6 +162,7 @@ func largeImageWarm(ns, name string, n int) *warmv1.ImageWarm {
 	iw.Spec.ImagePullSecrets = []warmv1.SecretReference{{Name: "regcred"}}
 	iw.Spec.Priority, iw.Spec.PullTimeout, iw.Spec.StartupTaint = 10, &metav1.Duration{Duration: time.Minute}, true
 	iw.Spec.NodeLabel = true
+	iw.Spec.Artifacts = []warmv1.ImageReference{warmv1.ImageReference("registry.example/models/" + name + ":v1")}
 	iw.Spec.Readiness = &warmv1.Readiness{MinReadyNodes: ptr.To(intstr.FromString("90%"))}
 	iw.Spec.Retention = warmv1.RetentionPinned
 	iw.Spec.Rollout = &warmv1.Rollout{MaxPulling: ptr.To(intstr.FromInt32(10)), Canary: true}

@@ -114,6 +114,9 @@ func warmedImages(iw *warmv1.ImageWarm) []string {
 	for _, image := range iw.ResolvedImages() {
 		out = append(out, key(image))
 	}
+	for _, ref := range iw.Spec.Artifacts {
+		out = append(out, key(string(ref)))
+	}
 	return out
 }
 
@@ -175,9 +178,11 @@ func nodeState(name string, nw *warmv1.NodeWarm, iw *warmv1.ImageWarm, images []
 }
 
 // refusedForGood are the node reasons that waiting does not cure: the
-// image does not fit the node's disk, or has no build for it.
+// image does not fit the node's disk, has no build for it, or is an
+// artifact its runtime cannot mount.
 func refusedForGood(reason string) bool {
-	return reason == warmv1.ReasonDiskPressure || reason == warmv1.ReasonNoMatchingPlatform
+	return reason == warmv1.ReasonDiskPressure || reason == warmv1.ReasonNoMatchingPlatform ||
+		reason == warmv1.ReasonArtifactsUnsupported
 }
 
 // behind says the node's agent acts on an older view of the ImageWarm

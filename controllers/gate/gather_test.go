@@ -33,6 +33,7 @@ func TestNodeState(t *testing.T) {
 		{"agent behind the ImageWarm", nw(2, img(side, warmv1.ImagePresent, "")), NodeState{Name: "n", Coming: true}},
 		{"failed, may retry", nw(3, img(app, warmv1.ImageBackOff, warmv1.ReasonNotFound), img(side, warmv1.ImagePresent, "")), NodeState{Name: "n"}},
 		{"no room for it", nw(3, img(app, warmv1.ImageSkipped, warmv1.ReasonDiskPressure), img(side, warmv1.ImagePresent, "")), NodeState{Name: "n", Refused: app + " DiskPressure"}},
+		{"an artifact its runtime cannot mount", nw(3, img(app, warmv1.ImageFailed, warmv1.ReasonArtifactsUnsupported), img(side, warmv1.ImagePresent, "")), NodeState{Name: "n", Refused: app + " ArtifactsUnsupported"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -134,7 +134,7 @@ func needText(iw *warmv1.ImageWarm, need int32) string {
 func apartText(st *warmv1.ImageWarmStatus, reason string) string {
 	var parts []string
 	if u := st.Nodes.Unsupported; u > 0 {
-		parts = append(parts, fmt.Sprintf("%d lack the platform of an image and are not counted", u))
+		parts = append(parts, fmt.Sprintf("%d cannot hold an image (they lack its platform, or their runtime cannot mount an artifact) and are not counted", u))
 	}
 	if st.Nodes.NotReporting > 0 && reason != warmv1.ReasonNotReporting {
 		parts = append(parts, fmt.Sprintf("%d not reporting: %s", st.Nodes.NotReporting, silentNames(st)))

@@ -57,7 +57,7 @@ func TestReadiness(t *testing.T) {
 		{name: "unsupported nodes do not block Ready", n: 4, ready: 3, platform: 1,
 			counts:  warmv1.NodeCounts{Matching: 4, Ready: 3, Unsupported: 1},
 			want:    iwWantCond{T, warmv1.ReasonAllNodesWarm},
-			message: []string{"3/3 matching nodes", "1 lack the platform"}},
+			message: []string{"3/3 matching nodes", "1 cannot hold an image"}},
 		{name: "one silent node blocks Ready by default", n: 10, ready: 9,
 			counts:  warmv1.NodeCounts{Matching: 10, Ready: 9, NotReporting: 1},
 			want:    iwWantCond{F, warmv1.ReasonNotReporting},

@@ -278,11 +278,12 @@ func unlistedEntry(nw *warmv1.NodeWarm) *warmv1.NodeImage {
 	return &warmv1.NodeImage{State: warmv1.ImageQueued, Reason: warmv1.ReasonTooManyImages}
 }
 
-// lacksPlatform says whether a node's entry says the image has no variant
-// for the node's OS and architecture.
+// lacksPlatform says whether a node's entry says the node can never hold
+// the image: it has no variant for the node's OS and architecture, or it
+// is an artifact the node's runtime cannot mount.
 func lacksPlatform(e *warmv1.NodeImage) bool {
 	return e != nil && (e.State == warmv1.ImageFailed || e.State == warmv1.ImageBackOff) &&
-		e.Reason == warmv1.ReasonNoMatchingPlatform
+		(e.Reason == warmv1.ReasonNoMatchingPlatform || e.Reason == warmv1.ReasonArtifactsUnsupported)
 }
 
 // reportedBy says whether the agent's report covers this ImageWarm's current

@@ -143,7 +143,7 @@ func (r *Reconciler) withResolved(ctx context.Context, iw *warmv1.ImageWarm) (*w
 	if err != nil {
 		return nil, err
 	}
-	res := workloads.Resolve(iw.Spec.Images, objs, workloads.Limit(iw.Spec.Images))
+	res := workloads.Resolve(iw.Spec.Images, objs, workloads.Limit(slices.Concat(iw.Spec.Images, iw.Spec.Artifacts)))
 	view.Status.Resolved = res.Status()
 	c := imagesResolvedCondition(&res, iw.Generation)
 	if unwatched := r.unwatchedKinds(from); len(unwatched) > 0 {
@@ -218,11 +218,15 @@ func imagesResolvedCondition(res *workloads.Result, generation int64) metav1.Con
 }
 
 // warmImages are the images an ImageWarm warms: spec.images as written,
-// then the resolved ones.
+// then the resolved ones, then spec.artifacts.
 func warmImages(iw *warmv1.ImageWarm) []string {
-	out := make([]string, 0, len(iw.Spec.Images)+len(iw.ResolvedImages()))
+	out := make([]string, 0, len(iw.Spec.Images)+len(iw.ResolvedImages())+len(iw.Spec.Artifacts))
 	for _, img := range iw.Spec.Images {
 		out = append(out, string(img))
 	}
-	return append(out, iw.ResolvedImages()...)
+	out = append(out, iw.ResolvedImages()...)
+	for _, img := range iw.Spec.Artifacts {
+		out = append(out, string(img))
+	}
+	return out
 }

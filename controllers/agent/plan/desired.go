@@ -67,6 +67,9 @@ type wantedImage struct {
 	// named is set when some ImageWarm that wants it, suspended or not,
 	// names a pull secret: the namespace's entry is then its own.
 	named bool
+	// artifact is set when some ImageWarm lists it in spec.artifacts: it
+	// is pulled only where the runtime can mount artifacts (artifacts.go).
+	artifact bool
 }
 
 // entryKey is the key of an image's entry for a scope: the reference
@@ -137,9 +140,10 @@ type parsedWarm struct {
 
 // parsedImage is one spec entry with its normalised reference.
 type parsedImage struct {
-	ref   imageref.Reference
-	key   string
-	image string
+	ref      imageref.Reference
+	key      string
+	image    string
+	artifact bool
 }
 
 // Bounds are RolloutBounds by name, which is their ImageWarm's.
@@ -222,34 +226,38 @@ func parseWarm(iw *warmv1.ImageWarm) *parsedWarm {
 
 // parseRefs parses the ImageWarm's images once: spec.images, then the
 // images the controller resolved from workloads (imagesFrom), taken as if
-// the spec listed them. Two spellings of one image in one ImageWarm count
-// once.
+// the spec listed them, then spec.artifacts. Two spellings of one image in
+// one ImageWarm count once, as an artifact if either is one.
 func (pw *parsedWarm) parseRefs(nn types.NamespacedName, iw *warmv1.ImageWarm) {
 	if pw.parsedRefs {
 		return
 	}
 	pw.parsedRefs = true
 	resolved := iw.ResolvedImages()
-	pw.images = make([]parsedImage, 0, len(iw.Spec.Images)+len(resolved))
-	seen := make(map[string]bool, cap(pw.images))
-	add := func(img string) {
+	pw.images = make([]parsedImage, 0, len(iw.Spec.Images)+len(resolved)+len(iw.Spec.Artifacts))
+	seen := make(map[string]int, cap(pw.images))
+	add := func(img string, artifact bool) {
 		ref, err := imageref.Parse(img)
 		if err != nil {
 			pw.invalid = append(pw.invalid, invalidImage{image: img, warm: nn, err: err})
 			return
 		}
 		key := ref.String()
-		if seen[key] {
+		if i, ok := seen[key]; ok {
+			pw.images[i].artifact = pw.images[i].artifact || artifact
 			return
 		}
-		seen[key] = true
-		pw.images = append(pw.images, parsedImage{ref: ref, key: key, image: img})
+		seen[key] = len(pw.images)
+		pw.images = append(pw.images, parsedImage{ref: ref, key: key, image: img, artifact: artifact})
 	}
 	for _, img := range iw.Spec.Images {
-		add(string(img))
+		add(string(img), false)
 	}
 	for _, img := range resolved {
-		add(img)
+		add(img, false)
+	}
+	for _, img := range iw.Spec.Artifacts {
+		add(string(img), true)
 	}
 }
 
@@ -266,6 +274,7 @@ func (s *Desired) add(byNamespace map[string]*wantedImage, iw *warmv1.ImageWarm,
 				suspended: true, waiting: true, priority: iw.Spec.Priority}
 			byNamespace[k] = w
 		}
+		w.artifact = w.artifact || pi.artifact
 		w.merge(iw, nn, admitted)
 	}
 }
@@ -304,6 +313,7 @@ func (s *Desired) scope(byNamespace map[string]*wantedImage) {
 func (w *wantedImage) fold(o *wantedImage) {
 	w.warms = append(w.warms, o.warms...)
 	w.pin = w.pin || o.pin
+	w.artifact = w.artifact || o.artifact
 	if o.suspended {
 		return
 	}

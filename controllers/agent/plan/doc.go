@@ -20,6 +20,8 @@
 //     (Memo keeps parsed ImageWarms between passes).
 //   - status.go: the NodeWarm status's pieces and conditions; RuntimeDown.
 //   - events.go: one constructor per event reason.
+//   - artifacts.go: OCI artifacts (spec.artifacts), pulled only where
+//     the runtime can mount them.
 //   - pins.go: what to pin and unpin, and the Pinning condition.
 //   - startuptaint.go: when the startup taint goes, and its condition.
 //   - applied.go: outcomes of applying a plan folded back into it.

@@ -310,6 +310,8 @@ func Decide(in Input) Output {
 	p.evicted = map[string]bool{}
 	p.pinKept = map[string]bool{}
 	p.present = map[string]bool{}
+	p.artifactWaits = map[string]bool{}
+	p.artifactSlot = p.artifactPulling()
 	p.takeStarted()
 	p.takeResults()
 	p.warmIndex = warmIndex(fairWarms(in.Desired.warms, warmv1.MaxNodeWarms))
@@ -366,6 +368,11 @@ type planner struct {
 	// present holds the entries, by key, whose image counts as present
 	// for them: only those count starts served (servedPerWarm).
 	present map[string]bool
+	// artifactSlot is the reference of the artifact whose pull is under
+	// way or asked for this pass ("" for none); artifactWaits are the
+	// entries, by key, that wait for it (artifacts.go).
+	artifactSlot  string
+	artifactWaits map[string]bool
 }
 
 // takeStarted notes when each ImageWarm's warming began.
@@ -480,6 +487,9 @@ type imageView struct {
 // it, its reported state, and whether it counts as done for its
 // ImageWarms' Warmed events (present, with no pull of it unaccounted for).
 func (p *planner) image(key string, w *wantedImage) (warmv1.NodeImage, bool) {
+	if p.artifactHeld(w) {
+		return p.heldArtifact(key, w), false
+	}
 	m := p.out.State.images[key]
 	v := p.view(w, m)
 	p.noteSeen(w, &m, v)
@@ -532,7 +542,7 @@ func (p *planner) pull(w *wantedImage, m imageMemory, v imageView) (diskHeld, ev
 	wanted := !w.suspended && (!w.waiting || v.inFlight) && (!v.present || v.inFlight || refreshDue) && (v.inFlight || !p.pinUnknown(v))
 	evictHeld = wanted && !v.present && !v.inFlight && p.evictionHold(m) > 0
 	diskHeld = wanted && !v.inFlight && !evictHeld && p.in.Disk.Pressure
-	if wanted && !diskHeld && !evictHeld {
+	if wanted && !diskHeld && !evictHeld && p.artifactTurn(w, v) {
 		p.out.Pulls = append(p.out.Pulls, Pull{
 			Image: w.image, Priority: w.priority, Timeout: w.timeout, Secrets: w.secrets, Scope: w.scope,
 			// A pull that ends between the listing and the shell's Sync
@@ -715,6 +725,8 @@ func (p *planner) imageStatus(key string, w *wantedImage, m imageMemory, v image
 		if v.failed.Class == pull.ClassUnauthorized && len(w.secrets) > 0 {
 			p.soon(secretRetry)
 		}
+	case p.artifactWaits[key]:
+		img.State, img.Message = warmv1.ImageQueued, artifactWaitStatus
 	default:
 		img.State = warmv1.ImageQueued // asked for in this pass
 	}

@@ -49,9 +49,13 @@ func fuzzInput(data []byte, msg string) Input {
 		if b.next(3) == 0 {
 			iw.Spec.PullPolicy = warmv1.PullAlways
 		}
+		if b.next(3) == 0 {
+			iw.Spec.Artifacts = []warmv1.ImageReference{warmv1.ImageReference(fuzzImages[b.next(len(fuzzImages))])}
+		}
 		warms = append(warms, iw)
 	}
 	in := input(warms...)
+	in.RuntimeInfo = []warmv1.RuntimeInfo{{}, crio, containerd}[b.next(3)]
 	in.Disk.Pressure = b.next(5) == 0
 	in.State = State{images: map[string]imageMemory{}, warming: map[types.NamespacedName]warmProgress{}}
 	runtime := runtimeImages{}
@@ -122,6 +126,7 @@ func FuzzPlan(f *testing.F) {
 		checkWarmed(t, in, out)
 		checkTaint(t, in, out)
 		checkEntries(t, in, out)
+		checkArtifacts(t, in, out)
 		if out.Next < minPass || out.Next > in.Resync {
 			t.Errorf("next pass in %v, want within [%v, %v]", out.Next, minPass, in.Resync)
 		}
@@ -129,6 +134,34 @@ func FuzzPlan(f *testing.F) {
 			t.Errorf("%d images reported (desired %d), want %d", len(out.Status.Images), out.Status.Desired, n)
 		}
 	})
+}
+
+// checkArtifacts: no artifact is pulled where the runtime cannot mount
+// it, and no two artifacts pull at once: a new artifact pull only when
+// the engine pulls no artifact, and one at most.
+func checkArtifacts(t *testing.T, in Input, out Output) {
+	busy := false
+	for _, w := range in.Desired.images {
+		if st, ok := in.Engine[w.refKey]; ok && w.artifact && (st.State == pull.StateQueued || st.State == pull.StatePulling) {
+			busy = true
+		}
+	}
+	fresh := map[string]bool{}
+	for _, p := range out.Pulls {
+		w := in.Desired.images[entryKey(p.refKey, p.Scope)]
+		if w == nil || !w.artifact {
+			continue
+		}
+		if !mountsArtifacts(in.RuntimeInfo) {
+			t.Errorf("artifact %s pulled on %+v", p.Image, in.RuntimeInfo)
+		}
+		if st, ok := in.Engine[w.refKey]; !ok || (st.State != pull.StateQueued && st.State != pull.StatePulling) {
+			fresh[w.refKey] = true
+		}
+	}
+	if len(fresh) > 1 || (busy && len(fresh) > 0) {
+		t.Errorf("new artifact pulls %v beside one under way (%v)", fresh, busy)
+	}
 }
 
 func checkPulls(t *testing.T, in Input, out Output) {

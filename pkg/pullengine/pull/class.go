@@ -24,6 +24,10 @@ const (
 	// ClassNoMatchingPlatform: the image exists, but not for this node's
 	// OS and architecture.
 	ClassNoMatchingPlatform Class = "NoMatchingPlatform"
+	// ClassArtifactsUnsupported: the image is an OCI artifact, and the
+	// node's runtime cannot mount artifacts as image volumes. The engine
+	// never sets it: the agent does not ask it for such pulls.
+	ClassArtifactsUnsupported Class = "ArtifactsUnsupported"
 	// ClassSignatureValidationFailed: the runtime's signature policy
 	// rejected the image.
 	ClassSignatureValidationFailed Class = "SignatureValidationFailed"
@@ -54,7 +58,7 @@ const (
 func Classes() []Class {
 	return []Class{
 		ClassInvalidImageName, ClassRegistryUnavailable, ClassRateLimited,
-		ClassUnauthorized, ClassNotFound, ClassNoMatchingPlatform,
+		ClassUnauthorized, ClassNotFound, ClassNoMatchingPlatform, ClassArtifactsUnsupported,
 		ClassSignatureValidationFailed, ClassTimeout, ClassStalled, ClassDiskPressure,
 		ClassCredentialProviderFailed, ClassErrImagePull, ClassCanceled,
 	}
