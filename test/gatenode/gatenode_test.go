@@ -1,7 +1,6 @@
 package gatenode
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"slices"
@@ -13,7 +12,6 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	warmv1 "github.com/warmer-dev/warmer/api/v1alpha1"
@@ -63,7 +61,7 @@ func TestGateOnRealNode(t *testing.T) {
 	// per namespace (config/policy/imagewarm_levers_policy.yaml).
 	kubectl(t, n, "label", "namespace", ns, "warmer.dev/cluster-levers=allowed", "--overwrite")
 	testbed.InstallOnNode(t, n, tag, "config/components/warm-gate")
-	waitArmed(t, n)
+	testbed.WaitGateArmed(t, n.ControlPlane, ns)
 
 	app, control := mirrored+"/team/app:v1", mirrored+"/team/control:v1"
 	for name, image := range map[string]string{"app": app, "control": control} {
@@ -181,22 +179,4 @@ func nodeSignals(t *testing.T, n *testbed.RealNode) {
 
 func prefixed(p string) func(string) bool {
 	return func(s string) bool { return strings.HasPrefix(s, p) }
-}
-
-// waitArmed waits until a Pod opted in to the gate would be created gated
-// (a dry run: the admission policy runs, nothing is stored).
-func waitArmed(t *testing.T, n *testbed.RealNode) {
-	t.Helper()
-	testbed.Eventually(t, 90*time.Second, "the gate armed", func() error {
-		d := deployment("probe", "registry.invalid/probe:v1", true)
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe", Labels: d.Spec.Template.Labels},
-			Spec: d.Spec.Template.Spec}
-		if err := n.Client.Create(context.Background(), pod, dryRun); err != nil {
-			return err
-		}
-		if !hasGate(pod) {
-			return fmt.Errorf("a probe Pod created with gates %v", pod.Spec.SchedulingGates)
-		}
-		return nil
-	})
 }

@@ -18,8 +18,6 @@ import (
 	"github.com/warmer-dev/warmer/test/testbed"
 )
 
-var dryRun = client.DryRunAll
-
 // deployment is one replica of image, labelled app=name, opted in to the
 // gate on ImageWarm name when gated.
 func deployment(name, image string, gated bool) *appsv1.Deployment {

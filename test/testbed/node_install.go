@@ -8,7 +8,11 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/warmer-dev/warmer/controllers/gate"
 )
 
 // InstallOnNode installs warmer on the real node as a user would: the
@@ -66,5 +70,28 @@ func waitInstalled(t TB, n *RealNode) {
 			return fmt.Errorf("controller Deployment status %+v", st)
 		}
 		return nil
+	})
+}
+
+// WaitGateArmed waits until a Pod of namespace ns opted in to the warm
+// gate would be created gated: the controller leads and holds the arming
+// Lease. Each look is a dry run, which runs the admission policy and
+// stores nothing.
+func WaitGateArmed(t TB, cp *ControlPlane, ns string) {
+	t.Helper()
+	Eventually(t, 90*time.Second, "the warm gate armed", func() error {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "armed-probe", Labels: map[string]string{gate.LabelImageWarm: "probe"}},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "probe", Image: "registry.invalid/probe:v1"}}},
+		}
+		if err := cp.Client.Create(context.Background(), pod, client.DryRunAll); err != nil {
+			return err
+		}
+		for _, g := range pod.Spec.SchedulingGates {
+			if g.Name == gate.GateName {
+				return nil
+			}
+		}
+		return fmt.Errorf("a probe Pod created with gates %v", pod.Spec.SchedulingGates)
 	})
 }
