@@ -114,7 +114,7 @@ e2e: testbed-sim ## Run only the end-to-end test: the controller and three agent
 # BENCH_IDLE=1m choose those directly. See docs/performance.md.
 BENCH_ROUNDS ?= 5
 BENCH_FULL ?=
-BENCH_REAL_NODE := $(if $(filter 1,$(BENCH_FULL)),|BenchmarkRealKubeletBesideWarm)
+BENCH_REAL_NODE := $(if $(filter 1,$(BENCH_FULL)),|BenchmarkRealKubeletBesideWarm|BenchmarkRealNodeRollout)
 # The real node's binaries, fetched and built only when the pass needs them.
 BENCH_NODE_ASSETS := $(if $(filter 1,$(BENCH_FULL)),export WARMER_NODE_ASSETS="$(NODE_ASSETS)";)
 
