@@ -97,9 +97,9 @@ type signalWatch struct {
 	// rewrites are condition writes that changed only its heartbeat.
 	rewrites int
 	// other are the events that were not a Node's change.
-	other []string
-	last               map[string]nodeSignals
-	stopWatch          func()
+	other     []string
+	last      map[string]nodeSignals
+	stopWatch func()
 }
 
 // nodeSignals is what the agent writes on one Node.
