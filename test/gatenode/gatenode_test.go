@@ -76,8 +76,8 @@ func TestGateOnRealNode(t *testing.T) {
 
 	pod := heldWhileCold(t, n, "app", app)
 	waitRunning(t, n, pod)
-	startedWarm(t, n, pod)
-	if c := warmCondition(pod); c == nil || c.Status != corev1.ConditionTrue || c.Reason != gate.ReasonWarm {
+	n.WaitStartedWithoutPull(t, pod)
+	if c := testbed.WarmCondition(pod); c == nil || c.Status != corev1.ConditionTrue || c.Reason != gate.ReasonWarm {
 		t.Errorf("Pod %s condition %s: %+v", pod.Name, gate.ConditionWarm, c)
 	}
 	nodeSignals(t, n)
@@ -85,7 +85,7 @@ func TestGateOnRealNode(t *testing.T) {
 	// The control: no gate, so the scheduler binds it at once and the
 	// kubelet, finding no image, pulls it.
 	ctl := waitRunning(t, n, firstPod(t, n, "control"))
-	if hasGate(ctl) || warmCondition(ctl) != nil {
+	if testbed.HasWarmGate(ctl) || testbed.WarmCondition(ctl) != nil {
 		t.Errorf("the ungated control Pod was gated: gates %v", ctl.Spec.SchedulingGates)
 	}
 	if evs := testbed.EventLines(n.PodEvents(t, ctl)); !slices.ContainsFunc(evs, prefixed("Pulling:")) {
@@ -120,13 +120,13 @@ func heldWhileCold(t *testing.T, n *testbed.RealNode, app, image string) *corev1
 		p := getPod(t, n, pod)
 		present := imagePresent(t, n, image)
 		switch {
-		case !present && (!hasGate(p) || p.Spec.NodeName != ""):
+		case !present && (!testbed.HasWarmGate(p) || p.Spec.NodeName != ""):
 			t.Fatalf("Pod %s ungated (gates %v) or bound (%q) while its image is missing", p.Name, p.Spec.SchedulingGates, p.Spec.NodeName)
 		case !present:
 			sawCold = true
 		}
 		pod = p
-		if hasGate(p) {
+		if testbed.HasWarmGate(p) {
 			return fmt.Errorf("gated; image present: %v", present)
 		}
 		return nil
@@ -135,24 +135,6 @@ func heldWhileCold(t *testing.T, n *testbed.RealNode, app, image string) *corev1
 		t.Fatalf("Pod %s never seen gated while its image was missing", pod.Name)
 	}
 	return pod
-}
-
-// startedWarm checks the kubelet's own events: the image was already
-// present, and it never pulled.
-func startedWarm(t *testing.T, n *testbed.RealNode, pod *corev1.Pod) {
-	t.Helper()
-	testbed.Eventually(t, 30*time.Second, "the kubelet saying the image was there", func() error {
-		evs := testbed.EventLines(n.PodEvents(t, pod))
-		if slices.ContainsFunc(evs, prefixed("Pulling:")) {
-			t.Fatalf("the kubelet pulled the gated Pod's image: %q", evs)
-		}
-		if !slices.ContainsFunc(evs, func(e string) bool {
-			return strings.HasPrefix(e, "Pulled:") && strings.Contains(e, "already present on machine")
-		}) {
-			return fmt.Errorf("events %q", evs)
-		}
-		return nil
-	})
 }
 
 // nodeSignals checks the Node's warm label for ImageWarm app and its

@@ -85,25 +85,6 @@ func imagePresent(t *testing.T, n *testbed.RealNode, image string) bool {
 	return st.Image != nil
 }
 
-func hasGate(pod *corev1.Pod) bool {
-	for _, g := range pod.Spec.SchedulingGates {
-		if g.Name == gate.GateName {
-			return true
-		}
-	}
-	return false
-}
-
-// warmCondition is the Pod's warmer.dev/Warm condition, or nil.
-func warmCondition(pod *corev1.Pod) *corev1.PodCondition {
-	for i := range pod.Status.Conditions {
-		if pod.Status.Conditions[i].Type == gate.ConditionWarm {
-			return &pod.Status.Conditions[i]
-		}
-	}
-	return nil
-}
-
 func create(t *testing.T, n *testbed.RealNode, obj client.Object) {
 	t.Helper()
 	if err := n.Client.Create(context.Background(), obj); err != nil {

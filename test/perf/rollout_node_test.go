@@ -132,12 +132,8 @@ func (r *nodeRollout) roll(name, image string) (time.Duration, *corev1.Pod) {
 
 // releasedWarm says the warm gate held the Pod and let it go warm.
 func releasedWarm(pod *corev1.Pod) bool {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == gate.ConditionWarm {
-			return c.Status == corev1.ConditionTrue && c.Reason == gate.ReasonWarm
-		}
-	}
-	return false
+	c := testbed.WarmCondition(pod)
+	return c != nil && c.Status == corev1.ConditionTrue && c.Reason == gate.ReasonWarm
 }
 
 // podOf is the Deployment's Pod of image, or nil.

@@ -70,7 +70,7 @@ func TestGatedRollout(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i := range pods.Items {
-			cond := warmCondition(&pods.Items[i])
+			cond := testbed.WarmCondition(&pods.Items[i])
 			if cond == nil || cond.Status != corev1.ConditionTrue || cond.Reason != gate.ReasonWarm {
 				t.Errorf("Pod %s condition %s: %+v", pods.Items[i].Name, gate.ConditionWarm, cond)
 			}
@@ -203,7 +203,7 @@ func roll(t *testing.T, deploy *appsv1.Deployment, image string, gated bool) rol
 		if err := c.Create(ctx, pod); err != nil {
 			t.Fatal(err)
 		}
-		if !hasGate(pod) {
+		if !testbed.HasWarmGate(pod) {
 			r.ungated++
 		}
 	}
@@ -301,7 +301,7 @@ func TestGateAffinity(t *testing.T) {
 			pod := newPod(ns, "", "affinity", "registry.invalid/a:v1", c.iw)
 			pod.GenerateName, pod.Spec.Affinity = "affinity-", c.affinity.DeepCopy()
 			fleet.Create(t, pod)
-			if !hasGate(pod) {
+			if !testbed.HasWarmGate(pod) {
 				t.Fatalf("no gate on %s", pod.Name)
 			}
 			var terms []corev1.PreferredSchedulingTerm

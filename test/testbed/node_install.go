@@ -87,10 +87,8 @@ func WaitGateArmed(t TB, cp *ControlPlane, ns string) {
 		if err := cp.Client.Create(context.Background(), pod, client.DryRunAll); err != nil {
 			return err
 		}
-		for _, g := range pod.Spec.SchedulingGates {
-			if g.Name == gate.GateName {
-				return nil
-			}
+		if HasWarmGate(pod) {
+			return nil
 		}
 		return fmt.Errorf("a probe Pod created with gates %v", pod.Spec.SchedulingGates)
 	})
