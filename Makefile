@@ -116,7 +116,7 @@ e2e: testbed-sim ## Run only the end-to-end test: the controller and three agent
 # docs/performance.md.
 BENCH_ROUNDS ?= 5
 BENCH_FULL ?=
-BENCH_REAL_NODE := $(if $(filter 1,$(BENCH_FULL)),|BenchmarkRealKubeletBesideWarm)
+BENCH_REAL_NODE := $(if $(filter 1,$(BENCH_FULL)),|BenchmarkRealKubeletBesideWarm|BenchmarkRealNodeRollout)
 # The real node's binaries (containerd 2.x for the large image; the
 # kubelet under BENCH_FULL=1), which the testbed target has built.
 BENCH_NODE_ASSETS := export WARMER_NODE_ASSETS="$(NODE_ASSETS)";
@@ -125,7 +125,7 @@ BENCH_NODE_ASSETS := export WARMER_NODE_ASSETS="$(NODE_ASSETS)";
 bench: testbed ## Benchmarks (docs/performance.md): time to warm, engine vs CRI, a Pod's pull beside a warm, a simulated fleet (warming, failing), the agent's footprint, hot paths; one summary table.
 	assets="$(ASSETS)"; export KUBEBUILDER_ASSETS="$$assets" PATH="$$PATH:$$assets" BENCH_FULL="$(BENCH_FULL)"; $(BENCH_NODE_ASSETS) { \
 		go test -p 1 -run '^$$' -bench 'BenchmarkWarm|BenchmarkTimeToWarm|BenchmarkKubeletBesideWarm$(BENCH_REAL_NODE)' -benchtime $(BENCH_ROUNDS)x -timeout 60m ./pkg/pullengine ./test/perf; \
-		go test -run '^$$' -bench 'BenchmarkScale|BenchmarkFailingFleet|BenchmarkPolicyCost|BenchmarkAgentFootprint' -benchtime 1x -timeout 90m ./test/perf; \
+		go test -run '^$$' -bench 'BenchmarkScale|BenchmarkFailingFleet|BenchmarkPolicyCost|BenchmarkAgentFootprint|BenchmarkNodeSignals' -benchtime 1x -timeout 90m ./test/perf; \
 		go test -p 1 -run '^$$' -bench 'BenchmarkPresence2000|BenchmarkAggregate1000|BenchmarkDesired1000|BenchmarkImageWarmStatusSize|BenchmarkNodeWarmSize' -benchmem ./pkg/pullengine ./controllers/imagewarm ./controllers/agent/plan; \
 		go test -run '^$$' -bench 'BenchmarkStatusFleet' -benchtime 5x ./test/plugin; \
 	} 2>&1 | go run ./test/perf/benchtable

@@ -127,6 +127,8 @@ type NodeAgent struct {
 	// spec.nodeLabel and the ImagesWarm condition on its Node
 	// (nodesignal_patch.go).
 	NodeSignals bool
+	// signals are the node signals last written (nodesignal_patch.go).
+	signals signalWrites
 	// Clock is the agent's clock, which must be the engine's too (results
 	// carry the engine's times, compared with the pass's); nil means the real
 	// one.

@@ -114,7 +114,7 @@ func waitArmed(t testbed.TB, armed bool) {
 			return err
 		}
 		_ = fleet.CP.Client.Delete(context.Background(), pod)
-		if hasGate(pod) != armed {
+		if testbed.HasWarmGate(pod) != armed {
 			var lease coordinationv1.Lease
 			err := fleet.CP.Client.Get(context.Background(), client.ObjectKey{Namespace: testbed.SystemNamespace, Name: gate.ArmingLease}, &lease)
 			return fmt.Errorf("probe Pod gates %v (arming Lease: %w); controller:\n%s", pod.Spec.SchedulingGates, err, fleet.Controller.Log(15))
@@ -133,23 +133,4 @@ func newPod(ns, name, app, image, iw string) *corev1.Pod {
 		pod.Labels[gate.LabelImageWarm] = iw
 	}
 	return pod
-}
-
-func hasGate(pod *corev1.Pod) bool {
-	for _, g := range pod.Spec.SchedulingGates {
-		if g.Name == gate.GateName {
-			return true
-		}
-	}
-	return false
-}
-
-// warmCondition is the Pod's warmer.dev/Warm condition, or nil.
-func warmCondition(pod *corev1.Pod) *corev1.PodCondition {
-	for i := range pod.Status.Conditions {
-		if pod.Status.Conditions[i].Type == gate.ConditionWarm {
-			return &pod.Status.Conditions[i]
-		}
-	}
-	return nil
 }

@@ -36,7 +36,7 @@ func createGated(t *testing.T, ns, iw, image, deadline string, n int) []*corev1.
 		if err := fleet.CP.Client.Create(context.Background(), pod); err != nil {
 			t.Fatal(err)
 		}
-		if !hasGate(pod) {
+		if !testbed.HasWarmGate(pod) {
 			t.Fatalf("Pod %s created without the gate: %v", pod.Name, pod.Spec.SchedulingGates)
 		}
 		pods = append(pods, pod)
@@ -53,10 +53,10 @@ func released(t *testing.T, pods []*corev1.Pod, within time.Duration, reason str
 			if err := fleet.CP.Client.Get(context.Background(), client.ObjectKeyFromObject(p), &got); err != nil {
 				return err
 			}
-			if hasGate(&got) {
+			if testbed.HasWarmGate(&got) {
 				return fmt.Errorf("%s still gated", p.Name)
 			}
-			if c := warmCondition(&got); c == nil || c.Status != corev1.ConditionFalse || c.Reason != reason {
+			if c := testbed.WarmCondition(&got); c == nil || c.Status != corev1.ConditionFalse || c.Reason != reason {
 				return fmt.Errorf("%s condition %+v", p.Name, c)
 			}
 			if len(fleet.Events(t, p.Namespace, p.Name, reason)) == 0 {
@@ -75,8 +75,8 @@ func stillGated(t *testing.T, pods []*corev1.Pod) {
 		if err := fleet.CP.Client.Get(context.Background(), client.ObjectKeyFromObject(p), &got); err != nil {
 			t.Fatal(err)
 		}
-		if !hasGate(&got) {
-			t.Fatalf("%s released early: condition %+v", p.Name, warmCondition(&got))
+		if !testbed.HasWarmGate(&got) {
+			t.Fatalf("%s released early: condition %+v", p.Name, testbed.WarmCondition(&got))
 		}
 	}
 }
@@ -96,7 +96,7 @@ func TestGateDeadline(t *testing.T) {
 		if err := fleet.CP.Client.Get(context.Background(), client.ObjectKeyFromObject(p), &got); err != nil {
 			t.Fatal(err)
 		}
-		if at := warmCondition(&got).LastTransitionTime; at.Before(&metav1.Time{Time: got.CreationTimestamp.Add(deadline)}) {
+		if at := testbed.WarmCondition(&got).LastTransitionTime; at.Before(&metav1.Time{Time: got.CreationTimestamp.Add(deadline)}) {
 			t.Errorf("%s released at %v, before its deadline (created %v)", p.Name, at, got.CreationTimestamp)
 		}
 	}

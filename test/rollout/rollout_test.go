@@ -11,6 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -51,8 +52,12 @@ func TestGatedRollout(t *testing.T) {
 		ImagesFrom:   &warmv1.ImagesFrom{WorkloadSelector: warmv1.LabelSelector{MatchLabels: map[string]warmv1.LabelValue{"app": "web"}}}}})
 	waitReady(t, ns, "from-web", v1.Ref)
 
+	var gatedWrites, plainWrites writes
 	t.Run("gated: no Pod bound before its image is on its node", func(t *testing.T) {
+		before := apiWrites(t)
 		r := roll(t, deploy, v2, true)
+		waitReady(t, ns, "from-web", v2)
+		gatedWrites = settledWrites(t, before)
 		t.Logf("gated rollout: %d Pods bound in %v, %d bound cold", replicas, r.took.Round(time.Millisecond), len(r.cold))
 		if len(r.cold) > 0 {
 			t.Errorf("Pods bound before their image was on the node: %v", r.cold)
@@ -65,7 +70,7 @@ func TestGatedRollout(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i := range pods.Items {
-			cond := warmCondition(&pods.Items[i])
+			cond := testbed.WarmCondition(&pods.Items[i])
 			if cond == nil || cond.Status != corev1.ConditionTrue || cond.Reason != gate.ReasonWarm {
 				t.Errorf("Pod %s condition %s: %+v", pods.Items[i].Name, gate.ConditionWarm, cond)
 			}
@@ -81,7 +86,10 @@ func TestGatedRollout(t *testing.T) {
 	})
 
 	t.Run("ungated, for comparison", func(t *testing.T) {
+		before := apiWrites(t)
 		r := roll(t, deploy, v3, false)
+		waitReady(t, ns, "from-web", v3)
+		plainWrites = settledWrites(t, before)
 		t.Logf("ungated rollout: %d Pods bound in %v, %d bound cold", replicas, r.took.Round(time.Millisecond), len(r.cold))
 		// Without the gate the same check must find the race, or the
 		// gated run above shows nothing.
@@ -89,6 +97,75 @@ func TestGatedRollout(t *testing.T) {
 			t.Error("no ungated Pod bound cold: the bed does not reproduce the race the gate closes")
 		}
 	})
+
+	t.Run("API writes the gate adds", func(t *testing.T) {
+		if gatedWrites == nil || plainWrites == nil {
+			t.Skip("a rollout above failed")
+		}
+		checkGateWrites(t, gatedWrites, plainWrites)
+		if evs := gateEvents(t, ns, v2); len(evs) > 0 {
+			t.Errorf("the controller recorded events about the warm rollout's Pods: %v", evs)
+		}
+		t.Logf("events in %s by reporter, reason and kind (series counts summed): %v", ns, eventSummary(t, ns))
+	})
+}
+
+// gateEvents are the controller's events about the Pods of image.
+func gateEvents(t *testing.T, ns, image string) []string {
+	var list eventsv1.EventList
+	if err := fleet.CP.Client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range list.Items {
+		if e.Regarding.Kind == "Pod" && strings.HasPrefix(e.Regarding.Name, "web-"+image[len(image)-2:]) && e.ReportingController == "warmer-controller" {
+			out = append(out, e.Regarding.Name+" "+e.Reason)
+		}
+	}
+	return out
+}
+
+// eventSummary counts the events of namespace ns by who reported them,
+// their reason and the kind they are about, each with its occurrences
+// (an event repeated is one object, written again only at its second
+// occurrence: the events library's series).
+func eventSummary(t *testing.T, ns string) map[string]int32 {
+	var list eventsv1.EventList
+	if err := fleet.CP.Client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int32{}
+	for _, e := range list.Items {
+		n := int32(1)
+		if e.Series != nil {
+			n = e.Series.Count
+		}
+		out[e.ReportingController+" "+e.Reason+" "+e.Regarding.Kind] += n
+	}
+	return out
+}
+
+// checkGateWrites compares the writes of the gated and the ungated
+// rollout, from the template change until every node holds the image. By
+// the code, a gated Pod costs the controller two writes (the gate's
+// removal, the warmer.dev/Warm condition) and events only when it goes
+// cold, and the scheduler may add one (PodScheduled False,
+// SchedulingGated, as it parks a gated Pod); so two to three more writes
+// to Pods for each. Events are printed, not bounded here: the agents'
+// own (their pulls, alike in both) move with timing; that the gate
+// recorded none about a warm rollout's Pods is checked on the objects.
+func checkGateWrites(t *testing.T, gated, plain writes) {
+	t.Logf("writes in the gated rollout of %d Pods: %v", replicas, gated)
+	t.Logf("writes in the ungated rollout of %d Pods: %v", replicas, plain)
+	pods := gated.of("pods") - plain.of("pods")
+	events := gated.of("events") - plain.of("events")
+	t.Logf("the gate added %.0f writes to Pods (%.2f a Pod) and %.0f to events", pods, pods/replicas, events)
+	if pods > 3*replicas {
+		t.Errorf("the gate added %.0f writes to Pods, more than 3 a Pod", pods)
+	}
+	if pods < 2*replicas {
+		t.Errorf("the gate added %.0f writes to Pods, fewer than the 2 a Pod it must make: the count misses them", pods)
+	}
 }
 
 // rolled is what a rollout showed: its time from the template change to
@@ -126,7 +203,7 @@ func roll(t *testing.T, deploy *appsv1.Deployment, image string, gated bool) rol
 		if err := c.Create(ctx, pod); err != nil {
 			t.Fatal(err)
 		}
-		if !hasGate(pod) {
+		if !testbed.HasWarmGate(pod) {
 			r.ungated++
 		}
 	}
@@ -224,7 +301,7 @@ func TestGateAffinity(t *testing.T) {
 			pod := newPod(ns, "", "affinity", "registry.invalid/a:v1", c.iw)
 			pod.GenerateName, pod.Spec.Affinity = "affinity-", c.affinity.DeepCopy()
 			fleet.Create(t, pod)
-			if !hasGate(pod) {
+			if !testbed.HasWarmGate(pod) {
 				t.Fatalf("no gate on %s", pod.Name)
 			}
 			var terms []corev1.PreferredSchedulingTerm

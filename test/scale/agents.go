@@ -41,6 +41,10 @@ type Options struct {
 	// Missing, if set, says which references the registry does not have:
 	// their pulls fail as containerd's do, NotFound.
 	Missing func(ref string) bool
+	// NodeSignals has each agent keep its Node's warm labels and
+	// ImagesWarm condition, as `warmer agent` does by default
+	// (--node-signals); off, the fleet's Nodes are not written.
+	NodeSignals bool
 }
 
 // Fleet is a set of running simulated agents.
@@ -126,6 +130,7 @@ func newAgent(opts Options, cfg *rest.Config, node string) (ctrl.Manager, *FakeR
 		// loses it once warm, by a patch warmer's policy checks.
 		StartupTaintKey:      agent.DefaultStartupTaintKey,
 		StartupTaintDeadline: agent.DefaultStartupTaintDeadline,
+		NodeSignals:          opts.NodeSignals,
 	}
 	// The disk guard is off: the fake runtime's images take no disk, and
 	// the "/" it reports is this machine's shared disk, whose fill (past

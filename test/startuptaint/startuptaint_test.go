@@ -140,20 +140,7 @@ func testWarm(t *testing.T, n *testbed.RealNode, pod *corev1.Pod) {
 		}
 		return nil
 	})
-	testbed.Eventually(t, 30*time.Second, "the kubelet saying the image was there", func() error {
-		evs := testbed.EventLines(n.PodEvents(t, pod))
-		for _, e := range evs {
-			if strings.HasPrefix(e, "Pulling:") {
-				t.Fatalf("the kubelet pulled the warmed image: %q", evs)
-			}
-		}
-		if !slices.ContainsFunc(evs, func(e string) bool {
-			return strings.HasPrefix(e, "Pulled:") && strings.Contains(e, "already present on machine")
-		}) {
-			return fmt.Errorf("events %q", evs)
-		}
-		return nil
-	})
+	n.WaitStartedWithoutPull(t, pod)
 }
 
 // testDeadline: the new agent finds the taint, holds it for an image that

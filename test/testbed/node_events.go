@@ -2,6 +2,10 @@ package testbed
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,4 +35,23 @@ func EventLines(evs []corev1.Event) []string {
 		out[i] = e.Reason + ": " + e.Message
 	}
 	return out
+}
+
+// WaitStartedWithoutPull waits for the kubelet's own events to say the
+// Pod's image was already present on the node (Pulled, "already present
+// on machine"), and fails the test if they say it pulled (Pulling).
+func (n *RealNode) WaitStartedWithoutPull(t TB, pod *corev1.Pod) {
+	t.Helper()
+	Eventually(t, 30*time.Second, "the kubelet saying the image of "+pod.Name+" was there", func() error {
+		evs := EventLines(n.PodEvents(t, pod))
+		if slices.ContainsFunc(evs, func(e string) bool { return strings.HasPrefix(e, "Pulling:") }) {
+			t.Fatalf("the kubelet pulled the image of %s: %q", pod.Name, evs)
+		}
+		if !slices.ContainsFunc(evs, func(e string) bool {
+			return strings.HasPrefix(e, "Pulled:") && strings.Contains(e, "already present on machine")
+		}) {
+			return fmt.Errorf("events %q", evs)
+		}
+		return nil
+	})
 }
