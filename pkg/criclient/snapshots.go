@@ -118,16 +118,8 @@ func (s *Snapshots) unpacking(ctx context.Context) ([]string, error) {
 
 // usage is what snapshot key takes; 0 when it is gone.
 func (s *Snapshots) usage(ctx context.Context, key string) (int64, error) {
-	ctx, cancel := s.call(ctx)
-	defer cancel()
-	resp, err := s.client.Usage(ctx, &snapshotsapi.UsageRequest{Snapshotter: s.snapshotter, Key: key})
-	if status.Code(err) == codes.NotFound {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("measuring snapshot %q: %w", key, err)
-	}
-	return resp.GetSize(), nil
+	size, _, err := s.usageOf(ctx, key)
+	return size, err
 }
 
 // Progress measures how far the layers of chainIDs are unpacked: how
@@ -135,11 +127,20 @@ func (s *Snapshots) usage(ctx context.Context, key string) (int64, error) {
 // what the active snapshots being unpacked into for the others hold so
 // far (a committed snapshot's usage is recorded at commit; an active
 // one's is a walk of what it holds).
+//
+// A layer counts once, by the most any snapshot of its chain takes: two
+// pulls of one image may unpack it side by side. And a layer whose active
+// snapshot was committed between the list and its measure (a layer a
+// second and more on a fast disk) is measured by its committed name:
+// counted as gone, it took all its bytes out of the sum, which went down
+// while the disk had only grown.
 func (s *Snapshots) Progress(ctx context.Context, chainIDs []string) (layers int, bytes int64, err error) {
 	names, err := s.list(ctx, chainIDs)
 	if err != nil {
 		return 0, 0, err
 	}
+	took := map[string]int64{}
+	done := map[string]bool{}
 	for _, name := range names {
 		chain, committed := name, true
 		if strings.HasPrefix(name, unpackKeyPrefix) {
@@ -149,16 +150,38 @@ func (s *Snapshots) Progress(ctx context.Context, chainIDs []string) (layers int
 		if !slices.Contains(chainIDs, chain) {
 			continue
 		}
-		size, err := s.usage(ctx, name)
+		size, found, err := s.usageOf(ctx, name)
+		if err == nil && !found && !committed {
+			// Committed since the list, or dropped (then 0 again).
+			size, committed, err = s.usageOf(ctx, chain)
+		}
 		if err != nil {
 			return 0, 0, err
 		}
-		bytes += size
-		if committed {
+		took[chain] = max(took[chain], size)
+		done[chain] = done[chain] || committed
+	}
+	for chain, n := range took {
+		bytes += n
+		if done[chain] {
 			layers++
 		}
 	}
 	return layers, bytes, nil
+}
+
+// usageOf is what snapshot key takes; found false when it is gone.
+func (s *Snapshots) usageOf(ctx context.Context, key string) (size int64, found bool, err error) {
+	ctx, cancel := s.call(ctx)
+	defer cancel()
+	resp, err := s.client.Usage(ctx, &snapshotsapi.UsageRequest{Snapshotter: s.snapshotter, Key: key})
+	if status.Code(err) == codes.NotFound {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("measuring snapshot %q: %w", key, err)
+	}
+	return resp.GetSize(), true, nil
 }
 
 // list lists the names of the active snapshots and of the committed ones
