@@ -98,9 +98,11 @@ func TestUnpackPhaseAndStall(t *testing.T) {
 	}
 }
 
-// TestLeftCoversBothPhases: the time left adds the unpack at its rate to
-// the download at its own (the download's while no layer has unpacked),
-// and says nothing while there is no rate to go by in the phase under way.
+// TestLeftCoversBothPhases: the time left is the download's at its rate,
+// then what the unpack will not have done by its end at the node's
+// learned rate (the pull's own, then the download's, until one is
+// learned), and nothing while there is no rate to go by in the phase
+// under way.
 func TestLeftCoversBothPhases(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -110,7 +112,10 @@ func TestLeftCoversBothPhases(t *testing.T) {
 	}{
 		{"download only, unpack unseen", pull.Progress{Known: true, Done: 100, Total: 300, Rate: 100}, 2 * time.Second, true},
 		{"downloading, no unpack rate yet: the download's", pull.Progress{Known: true, Done: 100, Total: 300, Rate: 100, UnpackSeen: true}, 5 * time.Second, true},
-		{"download and unpack", pull.Progress{Known: true, Done: 100, Total: 300, Rate: 100, UnpackSeen: true, UnpackRate: 50, Unpacked: 100}, 6 * time.Second, true},
+		{"download and unpack overlap", pull.Progress{Known: true, Done: 100, Total: 300, Rate: 100, UnpackSeen: true, UnpackRate: 50, Unpacked: 100}, 4 * time.Second, true},
+		{"the unpack faster once the download ends", pull.Progress{Known: true, Done: 100, Total: 300, Rate: 100, UnpackSeen: true, UnpackRate: 25, Unpacked: 50, NodeUnpackRate: 100}, 4 * time.Second, true},
+		{"the unpack keeps up: the download's", pull.Progress{Known: true, Done: 100, Total: 300, Rate: 100, UnpackSeen: true, UnpackRate: 100, Unpacked: 100, NodeUnpackRate: 100}, 2 * time.Second, true},
+		{"unpacking, the node's rate only", pull.Progress{Known: true, Done: 300, Total: 300, Phase: pull.PhaseUnpacking, UnpackSeen: true, Unpacked: 100, NodeUnpackRate: 50}, 4 * time.Second, true},
 		{"unpacking at a rate", pull.Progress{Known: true, Done: 300, Total: 300, Phase: pull.PhaseUnpacking, UnpackSeen: true, UnpackRate: 100, Unpacked: 100}, 2 * time.Second, true},
 		{"unpacking, no rate yet", pull.Progress{Known: true, Done: 300, Total: 300, Phase: pull.PhaseUnpacking, UnpackSeen: true}, 0, false},
 		{"unpacking past the estimate", pull.Progress{Known: true, Done: 300, Total: 300, Phase: pull.PhaseUnpacking, UnpackSeen: true, UnpackRate: 100, Unpacked: 400}, 0, false},

@@ -56,6 +56,10 @@ type track struct {
 	moving bool
 	// unpackAt is when the unpacking was last read.
 	unpackAt time.Time
+	// alone is the first reading of the unpacking with every blob in,
+	// and last the latest: the stretch the unpack has to itself
+	// (rates.go).
+	alone, last unpackReading
 }
 
 type blobSize struct {
@@ -154,6 +158,7 @@ func (t *track) unpacked(layers, unpacked int, bytes int64, now time.Time) {
 	}
 	p.UnpackSeen, p.Layers, p.LayersUnpacked, p.Unpacked = true, layers, unpacked, bytes
 	t.unpackAt = now
+	t.unpackAlone(bytes, now)
 }
 
 // count records a reading of done bytes at now.

@@ -84,6 +84,9 @@ type watcher struct {
 	// disk is the last fresh reading of the disk while pulls ran
 	// (unpack.go).
 	disk disk
+	// unpackRate is the node's unpack rate with nothing downloading,
+	// learned from the pulls that ended (rates.go); 0 until one told.
+	unpackRate float64
 }
 
 // watchOnce takes one reading of every running pull, and closes the
@@ -137,6 +140,7 @@ func (e *Engine) watchOnce(ctx context.Context, w *watcher) (poll time.Duration,
 			t.p.MovedAt = now
 		}
 		rate += t.p.Rate
+		t.p.NodeUnpackRate = w.unpackRate
 		p := t.p
 		e.mu.Lock()
 		j.progress, j.moving = &p, t.moving
@@ -187,6 +191,7 @@ func (e *Engine) closeTracks(w *watcher, running []*job, now time.Time) {
 			continue
 		}
 		w.ended[t] = now
+		w.learn(t)
 		delete(w.tracks, j)
 	}
 }

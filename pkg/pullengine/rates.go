@@ -1,0 +1,80 @@
+package pullengine
+
+import (
+	"time"
+
+	"github.com/warmer-dev/warmer/pkg/pullengine/pull"
+)
+
+// Once a pull's blobs are all in, its unpack has the node's disk and
+// cores to itself and runs faster than it did beside the download (three
+// times as fast on the test bed's two cores). The time left while a pull
+// downloads needs that faster rate before the pull reaches it, so the
+// watcher learns it from the pulls that ran before, per node (each agent
+// runs one engine): the average rate over each pull's unpack once its
+// download ended, smoothed across pulls. It is kept in memory; an agent
+// started again learns it anew, and its estimates fall back to the pull's
+// own rates until then.
+
+// unpackReading is one reading of a pull's unpacked bytes.
+type unpackReading struct {
+	bytes int64
+	at    time.Time
+}
+
+// minAlone is how long a pull must have unpacked with every blob in for
+// its average rate to count: below it, a reading's lag and the snapshot's
+// walk are most of what is measured.
+const minAlone = 500 * time.Millisecond
+
+// learnAlone is how long that stretch must be for the node to learn its
+// rate from it.
+const learnAlone = time.Second
+
+// nodeRateWeight is the share of the latest pull in the node's unpack
+// rate: pulls are few, and the newest tells most of the node's load.
+const nodeRateWeight = 0.5
+
+// unpackAlone records a reading of the unpacking once every blob is in,
+// and from the second on that is minAlone after the first, takes the
+// pull's unpack rate to be the average since the first: the smoothed rate
+// carries the slower one read beside the download for several readings.
+// Until then the node's learned rate stands in, where there is one.
+func (t *track) unpackAlone(bytes int64, now time.Time) {
+	if t.p.Phase != pull.PhaseUnpacking {
+		return
+	}
+	if t.alone.at.IsZero() {
+		t.alone = unpackReading{bytes: bytes, at: now}
+	}
+	t.last = unpackReading{bytes: bytes, at: now}
+	if rate, ok := t.aloneRate(minAlone); ok {
+		t.p.UnpackRate = rate
+	} else if t.p.NodeUnpackRate > 0 {
+		t.p.UnpackRate = t.p.NodeUnpackRate
+	}
+}
+
+// aloneRate is the pull's average unpack rate with every blob in, when
+// it was read over at least least.
+func (t *track) aloneRate(least time.Duration) (float64, bool) {
+	d := t.last.at.Sub(t.alone.at)
+	if t.alone.at.IsZero() || d < least || t.last.bytes <= t.alone.bytes {
+		return 0, false
+	}
+	return float64(t.last.bytes-t.alone.bytes) / d.Seconds(), true
+}
+
+// learn folds what the ended pull of t tells of the node's unpack rate
+// into the watcher's.
+func (w *watcher) learn(t *track) {
+	rate, ok := t.aloneRate(learnAlone)
+	if !ok {
+		return
+	}
+	if w.unpackRate == 0 {
+		w.unpackRate = rate
+		return
+	}
+	w.unpackRate = (1-nodeRateWeight)*w.unpackRate + nodeRateWeight*rate
+}
