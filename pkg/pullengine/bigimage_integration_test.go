@@ -2,6 +2,7 @@ package pullengine_test
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -16,10 +17,14 @@ import (
 // The 2 GB image of TestBigImage, its layers, and its link: about ten
 // seconds of download, so the test stays well under two minutes a
 // runtime.
+// A first, smaller image is warmed before it: from it the node learns
+// how fast it unpacks once a download has ended (the engine's estimate
+// while downloading needs that rate).
 const (
-	bigImageBytes = 2 * testbed.GB
-	bigLayerBytes = 256 * testbed.MB
-	bigLinkRate   = 200 << 20
+	bigImageBytes   = 2 * testbed.GB
+	bigLayerBytes   = 256 * testbed.MB
+	bigLinkRate     = 200 << 20
+	firstImageBytes = 768 * testbed.MB
 )
 
 // bigSampleEvery is how often TestBigImage reads the pull's progress.
@@ -28,7 +33,8 @@ const bigSampleEvery = 250 * time.Millisecond
 // Bounds of TestBigImage:
 const (
 	// etaTolerance is how far the time left may be from the time the
-	// pull actually still took, over the last half of the pull.
+	// pull actually still took, either way, over the last half of the
+	// pull.
 	etaTolerance = 0.20
 	// etaSlack is added to it: a reading is up to the engine's progress
 	// interval (1 s) old, and the last tenths of a second have no room
@@ -44,30 +50,32 @@ const (
 
 // TestBigImage pulls a 2 GB image (eight 256 MB layers of random data,
 // uncompressed OCI tar) through a link of 200 MB/s with the engine's
-// default progress interval, on real containerd 1.6 and 2.x, and reads
-// its progress every 250 ms: the bytes reported fetched never ahead of
-// what crossed the link, those reported unpacked never ahead of what the
-// snapshots take on disk, the time left given while it downloads over
-// the pull's last half never short of the time it actually still took by
-// more than 20 % (or a second) (checkETA says why it is not held to 20 %
-// either way), and the heap of the process that runs the engine flat,
-// not growing with the bytes pulled. CRI-O is left out: it shows no
-// progress to check.
+// default progress interval, on real containerd 1.6 and 2.x, after a
+// 768 MB one of the same kind from which the node learns its unpack rate,
+// and reads its progress every 250 ms: the bytes reported fetched never
+// ahead of what crossed the link, those reported unpacked never ahead of
+// what the snapshots take on disk and never fewer than at the reading
+// before, the time left given over the pull's last half within 20 % (and
+// a second) of the time it actually still took, and the heap of the
+// process that runs the engine flat, not growing with the bytes pulled.
+// CRI-O is left out: it shows no progress to check.
 func TestBigImage(t *testing.T) {
 	skipShort(t)
 	reg := testbed.StartRegistry(t, testbed.RegistryOptions{Name: "bigimage"})
 	pushed := time.Now()
+	first := reg.Push(t, "ai/first:v1", testbed.BigImage(t, firstImageBytes, bigLayerBytes))
 	img := reg.Push(t, "ai/big:v1", testbed.BigImage(t, bigImageBytes, bigLayerBytes))
-	t.Logf("pushed %d bytes in %s", img.Size, time.Since(pushed).Round(time.Second))
+	t.Logf("pushed %d bytes in %s", first.Size+img.Size, time.Since(pushed).Round(time.Second))
 	for _, v := range testbed.ContainerdVersions() {
 		t.Run(v.Name, func(t *testing.T) {
 			link := faults.StartLinkProxy(t, reg.Host, bigLinkRate)
-			testBigImage(t, strings.Replace(img.Ref, reg.Host, link.Host, 1), link, v.Options(t))
+			via := func(ref string) string { return strings.Replace(ref, reg.Host, link.Host, 1) }
+			testBigImage(t, via(first.Ref), via(img.Ref), link, v.Options(t))
 		})
 	}
 }
 
-func testBigImage(t *testing.T, ref string, link *faults.SlowProxy, opts []testbed.ContainerdOption) {
+func testBigImage(t *testing.T, first, ref string, link *faults.SlowProxy, opts []testbed.ContainerdOption) {
 	n := startNode(t, "node-bigimage", opts...)
 	ctx := context.Background()
 	store, err := n.cri.ContentStore(ctx)
@@ -79,6 +87,10 @@ func testBigImage(t *testing.T, ref string, link *faults.SlowProxy, opts []testb
 		t.Fatal(err)
 	}
 	e := startEngine(t, n.cri, pullengine.Options{Content: store, Snapshots: snaps, StallTimeout: pullengine.DefaultStallTimeout})
+	e.Enqueue(e.ctx, pullengine.Request{Image: first})
+	if r := e.result(t); !r.Succeeded() {
+		t.Fatalf("pull of the first image: %+v", r)
+	}
 	base := heapNow()
 	start := time.Now()
 	if st := e.Enqueue(e.ctx, pullengine.Request{Image: ref}); st.State != pull.StateQueued {
@@ -145,10 +157,12 @@ func heapNow() uint64 {
 	return ms.HeapInuse
 }
 
-// checkBigTruth fails the test at any reading ahead of the truth.
+// checkBigTruth fails the test at any reading ahead of the truth, and
+// at any whose bytes unpacked are fewer than the reading's before.
 func checkBigTruth(t *testing.T, samples []bigSample) {
 	t.Helper()
 	var known, unpacking int
+	var before int64
 	for _, s := range samples {
 		if !s.p.Known {
 			continue
@@ -160,6 +174,10 @@ func checkBigTruth(t *testing.T, samples []bigSample) {
 		if s.p.Unpacked > s.onDisk {
 			t.Errorf("at %s: %d bytes reported unpacked, the snapshots took %d on disk", s.at.Format(time.StampMilli), s.p.Unpacked, s.onDisk)
 		}
+		if s.p.Unpacked < before {
+			t.Errorf("at %s: %d bytes reported unpacked, %d at the reading before (the snapshots took %d on disk)", s.at.Format(time.StampMilli), s.p.Unpacked, before, s.onDisk)
+		}
+		before = max(before, s.p.Unpacked)
 		if s.p.Unpacked > 0 {
 			unpacking++
 		}
@@ -169,28 +187,19 @@ func checkBigTruth(t *testing.T, samples []bigSample) {
 	}
 }
 
-// checkETA holds each time left given over the pull's last half against
-// the time the pull still took from that reading: while it downloads, it
-// must not be short of it by more than 20 % (or a second). It is not
-// held to 20 % either way, which it misses on this bed (measured in
-// docs/raw/big-test-*.txt): while downloading it over-estimated several
-// times over (the unpack, sharing two cores and the disk with the
-// download, ran at a fraction of the speed it reached once the download
-// ended, and nothing read before then tells that speed), and while
-// unpacking by tens of per cent, and once by three times, when the
-// unpacked bytes read from the snapshots stepped back at a layer's
-// commit, and the unpack rate with them.
-// The errors are logged.
+// checkETA holds each time left given over the pull's last half within
+// 20 % (and a second) of the time the pull still took from that reading,
+// either way, while it downloads and while it unpacks. The worst errors
+// are logged; the readings too, when one is out of bounds.
 func checkETA(t *testing.T, samples []bigSample, start, end time.Time) {
 	t.Helper()
 	half := start.Add(end.Sub(start) / 2)
-	var unpackFrom time.Time
-	var given, absent, unpacking int
-	var worstOver, worstUnpack float64
+	var given, absent int
+	worst := map[pull.Phase]float64{}
+	var trace strings.Builder
+	bad, unpacking := false, false
 	for _, s := range samples {
-		if s.p.Phase == pull.PhaseUnpacking && unpackFrom.IsZero() {
-			unpackFrom = s.at
-		}
+		unpacking = unpacking || s.p.Phase == pull.PhaseUnpacking
 		if s.at.Before(half) {
 			continue
 		}
@@ -202,24 +211,24 @@ func checkETA(t *testing.T, samples []bigSample, start, end time.Time) {
 		given++
 		actual := end.Sub(s.at)
 		ratio := float64(left-actual) / float64(max(actual, time.Millisecond))
-		switch {
-		case s.p.Phase != pull.PhaseUnpacking:
-			worstOver = max(worstOver, ratio)
-			if left < time.Duration((1-etaTolerance)*float64(actual))-etaSlack {
-				t.Errorf("at %s, downloading: said %s left, the pull took %s more", s.at.Format(time.StampMilli), left.Round(10*time.Millisecond), actual.Round(10*time.Millisecond))
-			}
-		case s.at.Sub(unpackFrom) >= pullengine.DefaultProgressInterval:
-			// Once the unpack rate was read in this phase.
-			unpacking++
-			worstUnpack = max(worstUnpack, abs(ratio))
+		if abs(ratio) > abs(worst[s.p.Phase]) {
+			worst[s.p.Phase] = ratio
 		}
+		out := abs(float64(left-actual)) > etaTolerance*float64(actual)+float64(etaSlack)
+		bad = bad || out
+		fmt.Fprintf(&trace, "\n  %s %-11s %4.1fs left, took %4.1fs (%+4.0f %%) done %4d/%4d MiB unpacked %4d MiB at %3.0f MiB/s, node %3.0f MiB/s%s",
+			s.at.Format("05.000"), s.p.Phase, left.Seconds(), actual.Seconds(), 100*ratio, s.p.Done>>20, s.p.Total>>20, s.p.Unpacked>>20,
+			s.p.UnpackRate/(1<<20), s.p.NodeUnpackRate/(1<<20), map[bool]string{true: "  OUT"}[out])
 	}
-	t.Logf("last half: %d readings with a time left, %d without; worst over-estimate while downloading %+.0f %%; worst error while unpacking %.0f %% of the time left, over %d readings",
-		given, absent, 100*worstOver, 100*worstUnpack, unpacking)
+	t.Logf("last half: %d readings with a time left, %d without; worst error while downloading %+.0f %%, while unpacking %+.0f %%",
+		given, absent, 100*worst[pull.PhaseDownloading], 100*worst[pull.PhaseUnpacking])
+	if bad {
+		t.Errorf("time left off by more than %.0f %% (and %s) over the last half:%s", 100*etaTolerance, etaSlack, trace.String())
+	}
 	if given == 0 {
 		t.Errorf("last half: no reading gave a time left (%d did not)", absent)
 	}
-	if unpackFrom.IsZero() {
+	if !unpacking {
 		t.Error("no reading in the Unpacking phase")
 	}
 }

@@ -33,8 +33,8 @@ type Progress struct {
 	// UnpackRate is Unpacked's growth in bytes a second: while it
 	// downloads, smoothed over the last few readings; once every blob is
 	// in, averaged over the time since (the unpack then has the disk and
-	// cores to itself, and runs faster), the node's NodeUnpackRate
-	// standing in for the first half second. 0 until read twice.
+	// cores to itself, and runs faster), with the node's NodeUnpackRate
+	// weighed in. 0 until read twice.
 	UnpackRate float64
 	// NodeUnpackRate is how fast this node unpacked, in bytes a second,
 	// once a pull's download had ended, learned from its earlier pulls;
