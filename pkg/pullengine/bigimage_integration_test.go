@@ -102,7 +102,7 @@ func testBigImage(t *testing.T, ref string, link *faults.SlowProxy, opts []testb
 
 // bigPull pulls ref through e and returns the readings of its progress,
 // when it started and when it ended.
-func bigPull(t *testing.T, e *engine, n *node, link *faults.SlowProxy, ref string) (samples []bigSample, start, end time.Time) {
+func bigPull(t testing.TB, e *engine, n *node, link *faults.SlowProxy, ref string) (samples []bigSample, start, end time.Time) {
 	t.Helper()
 	start = time.Now()
 	if st := e.Enqueue(e.ctx, pullengine.Request{Image: ref}); st.State != pull.StateQueued {
@@ -134,7 +134,7 @@ type bigSample struct {
 
 // sampleBigPull reads ref's progress every bigSampleEvery until its pull
 // is no longer under way.
-func sampleBigPull(t *testing.T, e *engine, n *node, link *faults.SlowProxy, ref string) []bigSample {
+func sampleBigPull(t testing.TB, e *engine, n *node, link *faults.SlowProxy, ref string) []bigSample {
 	t.Helper()
 	var out []bigSample
 	before := link.Sent()
