@@ -27,6 +27,10 @@ import (
 // Snapshots reads that API; it changes nothing. CRI-O and cri-dockerd
 // offer no such view.
 
+// errLayerInFlux says a layer's active snapshot went between the list and
+// its measure, and its committed one is not there yet.
+var errLayerInFlux = errors.New("a layer's snapshot is being committed")
+
 // ErrNoSnapshotView says the runtime offers no view of what its pulls
 // unpack.
 var ErrNoSnapshotView = errors.New("the container runtime offers no view of its pulls' unpacking")
@@ -133,7 +137,10 @@ func (s *Snapshots) usage(ctx context.Context, key string) (int64, error) {
 // snapshot was committed between the list and its measure (a layer a
 // second and more on a fast disk) is measured by its committed name:
 // counted as gone, it took all its bytes out of the sum, which went down
-// while the disk had only grown.
+// while the disk had only grown. When neither is there, containerd is
+// still committing it (its snapshotter has, its metadata has not yet:
+// seconds, on a busy disk): the measure fails rather than count it as
+// nothing, and the caller keeps its reading before.
 func (s *Snapshots) Progress(ctx context.Context, chainIDs []string) (layers int, bytes int64, err error) {
 	names, err := s.list(ctx, chainIDs)
 	if err != nil {
@@ -152,8 +159,10 @@ func (s *Snapshots) Progress(ctx context.Context, chainIDs []string) (layers int
 		}
 		size, found, err := s.usageOf(ctx, name)
 		if err == nil && !found && !committed {
-			// Committed since the list, or dropped (then 0 again).
 			size, committed, err = s.usageOf(ctx, chain)
+			if err == nil && !committed {
+				err = fmt.Errorf("measuring the unpack of %s: %w", chain, errLayerInFlux)
+			}
 		}
 		if err != nil {
 			return 0, 0, err

@@ -2,6 +2,7 @@ package criclient
 
 import (
 	"context"
+	"errors"
 	"net"
 	"testing"
 	"time"
@@ -59,7 +60,7 @@ func serveSnapshots(t *testing.T, f *fakeSnapshots) *Snapshots {
 // TestProgressCountsEachLayerOnce holds Progress's sum to what the
 // layers take whatever moment the list caught them in: a layer listed
 // active and committed before its measure, one unpacked by two pulls
-// side by side, one dropped, and another image's.
+// side by side, one being committed, and another image's.
 func TestProgressCountsEachLayerOnce(t *testing.T) {
 	cases := []struct {
 		name   string
@@ -67,20 +68,21 @@ func TestProgressCountsEachLayerOnce(t *testing.T) {
 		sizes  map[string]int64
 		layers int
 		bytes  int64
+		err    error
 	}{
-		{"committed between list and measure", []string{"a", "extract-1 b"}, map[string]int64{"a": 100, "b": 40}, 2, 140},
-		{"active, measured", []string{"a", "extract-1 b"}, map[string]int64{"a": 100, "extract-1 b": 30}, 1, 130},
-		{"unpacked twice side by side", []string{"extract-1 b", "extract-2 b"}, map[string]int64{"extract-1 b": 30, "extract-2 b": 10}, 0, 30},
-		{"committed and a second unpack", []string{"b", "extract-2 b"}, map[string]int64{"b": 40, "extract-2 b": 10}, 1, 40},
-		{"dropped between list and measure", []string{"a", "extract-1 b"}, map[string]int64{"a": 100}, 1, 100},
-		{"another image's layer", []string{"a", "extract-1 z"}, map[string]int64{"a": 100, "extract-1 z": 7}, 1, 100},
+		{"committed between list and measure", []string{"a", "extract-1 b"}, map[string]int64{"a": 100, "b": 40}, 2, 140, nil},
+		{"active, measured", []string{"a", "extract-1 b"}, map[string]int64{"a": 100, "extract-1 b": 30}, 1, 130, nil},
+		{"unpacked twice side by side", []string{"extract-1 b", "extract-2 b"}, map[string]int64{"extract-1 b": 30, "extract-2 b": 10}, 0, 30, nil},
+		{"committed and a second unpack", []string{"b", "extract-2 b"}, map[string]int64{"b": 40, "extract-2 b": 10}, 1, 40, nil},
+		{"being committed: neither name there", []string{"a", "extract-1 b"}, map[string]int64{"a": 100}, 0, 0, errLayerInFlux},
+		{"another image's layer", []string{"a", "extract-1 z"}, map[string]int64{"a": 100, "extract-1 z": 7}, 1, 100, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			s := serveSnapshots(t, &fakeSnapshots{names: c.names, sizes: c.sizes})
 			layers, bytes, err := s.Progress(context.Background(), []string{"a", "b"})
-			if err != nil {
-				t.Fatal(err)
+			if !errors.Is(err, c.err) {
+				t.Fatalf("Progress: %v, want %v", err, c.err)
 			}
 			if layers != c.layers || bytes != c.bytes {
 				t.Errorf("Progress = %d layers, %d bytes; want %d, %d", layers, bytes, c.layers, c.bytes)
