@@ -140,8 +140,18 @@ func (t *track) phase(now time.Time) {
 
 // unpacked records a reading of the unpacking: of layers, unpacked are,
 // and bytes take what they and those being unpacked hold.
+//
+// A reading fewer than the one before is taken as the one before: while
+// containerd commits a layer, its snapshots list can leave the layer out
+// (its metadata and its snapshotter answer from separate transactions,
+// and the commit is seconds on a busy disk), though its files stay where
+// they were on disk; readings went down by a layer and more on the test
+// bed, on containerd 1.6 and 2. Only a snapshot dropped for good (an
+// unpack aborted, and the pull with it) takes bytes off the disk: the
+// reading may then stay above the disk until the pull ends.
 func (t *track) unpacked(layers, unpacked int, bytes int64, now time.Time) {
 	p := &t.p
+	unpacked, bytes = max(unpacked, p.LayersUnpacked), max(bytes, p.Unpacked)
 	if p.UnpackMovedAt.IsZero() {
 		p.UnpackMovedAt = now
 	}

@@ -77,3 +77,20 @@ func TestNodeUnpackRateSmoothed(t *testing.T) {
 		t.Errorf("node rate = %v after pulls at 100 and 300 a second, want 200", w.unpackRate)
 	}
 }
+
+// TestUnpackedNeverGoesDown: a reading of fewer bytes or layers unpacked
+// than the one before (containerd leaves a layer out of its list while it
+// commits it) keeps the one before.
+func TestUnpackedNeverGoesDown(t *testing.T) {
+	start := time.Unix(1_000_000, 0)
+	tr := unpacking(t, 0, start)
+	tr.unpacked(4, 2, 600, start)
+	tr.unpacked(4, 1, 350, start.Add(time.Second))
+	if tr.p.Unpacked != 600 || tr.p.LayersUnpacked != 2 {
+		t.Errorf("after 600 bytes and 2 layers, then 350 and 1: %d bytes, %d layers; want 600, 2", tr.p.Unpacked, tr.p.LayersUnpacked)
+	}
+	tr.unpacked(4, 3, 700, start.Add(2*time.Second))
+	if tr.p.Unpacked != 700 || tr.p.LayersUnpacked != 3 {
+		t.Errorf("then 700 and 3: %d bytes, %d layers", tr.p.Unpacked, tr.p.LayersUnpacked)
+	}
+}
