@@ -53,7 +53,13 @@ func (t *track) unpackAlone(bytes int64, now time.Time) {
 	if t.alone.at.IsZero() {
 		t.alone = unpackReading{bytes: bytes, at: now}
 	}
-	t.last = unpackReading{bytes: bytes, at: now}
+	// To the last reading that grew: once every layer is unpacked, the
+	// pull's last commit and its image record take a while that no byte
+	// is left to share, and the node's rate learned with it would be
+	// short of what the next pull unpacks at.
+	if bytes > t.last.bytes || t.last.at.IsZero() {
+		t.last = unpackReading{bytes: bytes, at: now}
+	}
 	if node := t.p.NodeUnpackRate; node > 0 {
 		d := t.last.at.Sub(t.alone.at).Seconds()
 		t.p.UnpackRate = (float64(max(t.last.bytes-t.alone.bytes, 0)) + node*nodePrior) / (d + nodePrior)
