@@ -27,6 +27,9 @@ type Traces struct {
 	Socket string
 	// Assets is the folder of the node's binaries.
 	Assets string
+	// Owner is the PID of the test binary that started the node: other
+	// binaries' processes also run from Assets.
+	Owner int
 	// PodLogs is the kubelet's log folder, which it links to from
 	// /var/log/containers.
 	PodLogs string
@@ -49,6 +52,7 @@ func (n *RealNode) Traces() Traces {
 	tr := n.before
 	tr.Dirs = []string{n.dir, n.Containerd.Dir}
 	tr.Cgroup, tr.IP, tr.Socket, tr.Assets, tr.PodLogs = n.cgroup, n.IP, n.Containerd.Socket, n.assets, n.podLogs()
+	tr.Owner = os.Getpid()
 	return tr
 }
 
@@ -91,7 +95,7 @@ func leftProcsAndFiles(tr Traces) []string {
 			left = append(left, fmt.Sprintf("process %d (%s)", pid, cmdline(pid)))
 		}
 	}
-	for _, pid := range procsRunningFrom(tr.Assets) {
+	for _, pid := range procsRunningFrom(tr.Assets, tr.Owner) {
 		left = append(left, fmt.Sprintf("process %d (%s)", pid, cmdline(pid)))
 	}
 	for _, p := range tr.Created {
@@ -132,8 +136,9 @@ func leftOnHost(tr Traces) []string {
 	return left
 }
 
-// procsRunningFrom lists the processes whose executable lies in dir.
-func procsRunningFrom(dir string) []int {
+// procsRunningFrom lists the processes the test binary of PID owner
+// started (startedBy) whose executable lies in dir.
+func procsRunningFrom(dir string, owner int) []int {
 	if dir == "" {
 		return nil
 	}
@@ -144,7 +149,7 @@ func procsRunningFrom(dir string) []int {
 		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
 			continue
 		}
-		if exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe")); err == nil && strings.HasPrefix(exe, dir+"/") {
+		if exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe")); err == nil && strings.HasPrefix(exe, dir+"/") && startedBy(pid, owner) {
 			pids = append(pids, pid)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,6 +26,26 @@ type process struct {
 	err  error
 }
 
+// ownerVar names, in the environment of every process the bed starts
+// (and of what those fork: containerd's shims inherit it), the test binary
+// that started it. Packages run side by side, each its own binary, with
+// the same cached binaries: a package checking what it left behind counts
+// only its own.
+const ownerVar = "WARMER_TESTBED_OWNER"
+
+func ownerEnv() string { return fmt.Sprintf("%s=%d", ownerVar, os.Getpid()) }
+
+// startedBy says whether pid's environment names the test binary of PID
+// owner as the one that started it. An environment that cannot be read
+// counts as owner's, so a check errs towards reporting.
+func startedBy(pid, owner int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		return true
+	}
+	return slices.Contains(strings.Split(string(b), "\x00"), fmt.Sprintf("%s=%d", ownerVar, owner))
+}
+
 // startProcess runs argv with its output in logPath. The child gets its own
 // process group (so that it can be stopped with everything it forked) and is
 // killed by the kernel if the test binary dies first.
@@ -35,7 +56,7 @@ func startProcess(name, logPath string, env []string, argv ...string) (*process,
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(append(os.Environ(), env...), ownerEnv())
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		_ = out.Close()
