@@ -217,13 +217,13 @@ func reportMix(b *testing.B, size int64, with, without []mixTurn) {
 	w := os.Stdout
 	fmt.Fprintf(w, "\nThree %.1f GB images and a %d MB one over one %d MB/s link, %d round(s); load average at the end: %s",
 		float64(size)/testbed.GB, mixSmall/testbed.MB, mixLink>>20, len(with), load)
-	fmt.Fprintf(w, "| %-52s | %9s | %9s | %9s |\n|%s|----------:|----------:|----------:|\n", "clock", "median", "min", "max", strings.Repeat("-", 54))
+	fmt.Fprintf(w, "| %-50s | %9s | %9s | %9s |\n|%s|----------:|----------:|----------:|\n", "clock", "median", "min", "max", strings.Repeat("-", 52))
 	row := func(label string, ds []time.Duration) {
-		fmt.Fprintf(w, "| %-52s | %8.2fs | %8.2fs | %8.2fs |\n", label, median(ds).Seconds(), slices.Min(ds).Seconds(), slices.Max(ds).Seconds())
+		fmt.Fprintf(w, "| %-50s | %8.2fs | %8.2fs | %8.2fs |\n", label, median(ds).Seconds(), slices.Min(ds).Seconds(), slices.Max(ds).Seconds())
 	}
-	row("large images: ImageWarm created → last present, alone", bigWithout)
-	row("large images: the same, with the small image", bigWith)
-	row("small image: ImageWarm created → present", small)
+	row("large: ImageWarm created → last present, alone", bigWithout)
+	row("large: the same, with the small image", bigWith)
+	row("small: its ImageWarm created → present", small)
 	fmt.Fprintf(w, "large with / without the small image: %.3f; large pulls paused for it per turn: %v\n\n", ratio, pauses)
 	b.ReportMetric(0, "ns/op")
 	b.ReportMetric(median(small).Seconds(), "small-s")
