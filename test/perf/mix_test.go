@@ -224,6 +224,10 @@ func reportMix(b *testing.B, size int64, with, without []mixTurn) {
 	row("large: ImageWarm created → last present, alone", bigWithout)
 	row("large: the same, with the small image", bigWith)
 	row("small: its ImageWarm created → present", small)
+	for i := range with {
+		fmt.Fprintf(w, "round %d (%s first): large alone %.2fs, with the small image %.2fs; small %.2fs, %v large pull(s) paused for it\n",
+			i+1, []string{"with the small image", "alone"}[i%2], without[i].big.Seconds(), with[i].big.Seconds(), with[i].small.Seconds(), with[i].pauses)
+	}
 	fmt.Fprintf(w, "large with / without the small image: %.3f; large pulls paused for it per turn: %v\n\n", ratio, pauses)
 	b.ReportMetric(0, "ns/op")
 	b.ReportMetric(median(small).Seconds(), "small-s")
