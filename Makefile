@@ -112,7 +112,9 @@ e2e: testbed-sim ## Run only the end-to-end test: the controller and three agent
 # (short form: two pairs of 100). BENCH_SCALE=100,1000x100, BENCH_FAIL=1000,
 # BENCH_FAIL_WINDOW=5m, BENCH_POLICY_N=1000, BENCH_POLICY_PAIRS=1 and
 # BENCH_IDLE=1m choose those directly. One large image warmed against raw
-# CRI: 2 GB, 8 GB under BENCH_FULL=1, BENCH_BIG_GB=N chooses. See
+# CRI: 2 GB, 8 GB under BENCH_FULL=1, BENCH_BIG_GB=N chooses (CRI-O: one
+# layer of at most 2 GB). Three large images and a small one through the
+# agent's slots: 1 GB each, 2 GB under BENCH_FULL=1. See
 # docs/performance.md.
 BENCH_ROUNDS ?= 5
 BENCH_FULL ?=
@@ -124,7 +126,7 @@ BENCH_NODE_ASSETS := export WARMER_NODE_ASSETS="$(NODE_ASSETS)";
 .PHONY: bench
 bench: testbed ## Benchmarks (docs/performance.md): time to warm, engine vs CRI, a Pod's pull beside a warm, a simulated fleet (warming, failing), the agent's footprint, hot paths; one summary table.
 	assets="$(ASSETS)"; export KUBEBUILDER_ASSETS="$$assets" PATH="$$PATH:$$assets" BENCH_FULL="$(BENCH_FULL)"; $(BENCH_NODE_ASSETS) { \
-		go test -p 1 -run '^$$' -bench 'BenchmarkWarm|BenchmarkTimeToWarm|BenchmarkKubeletBesideWarm$(BENCH_REAL_NODE)' -benchtime $(BENCH_ROUNDS)x -timeout 60m ./pkg/pullengine ./test/perf; \
+		go test -p 1 -run '^$$' -bench 'BenchmarkWarm|BenchmarkTimeToWarm|BenchmarkKubeletBesideWarm$(BENCH_REAL_NODE)' -benchtime $(BENCH_ROUNDS)x -timeout 120m ./pkg/pullengine ./test/perf; \
 		go test -run '^$$' -bench 'BenchmarkScale|BenchmarkFailingFleet|BenchmarkPolicyCost|BenchmarkAgentFootprint|BenchmarkNodeSignals' -benchtime 1x -timeout 90m ./test/perf; \
 		go test -p 1 -run '^$$' -bench 'BenchmarkPresence2000|BenchmarkAggregate1000|BenchmarkDesired1000|BenchmarkImageWarmStatusSize|BenchmarkNodeWarmSize' -benchmem ./pkg/pullengine ./controllers/imagewarm ./controllers/agent/plan; \
 		go test -run '^$$' -bench 'BenchmarkStatusFleet' -benchtime 5x ./test/plugin; \

@@ -205,9 +205,15 @@ func startAgent(b *testing.B, cp *testbed.ControlPlane, bin, node string, ctd *t
 // not nil.
 func startAgentIn(b *testing.B, cg *testbed.MemoryCgroup, cp *testbed.ControlPlane, bin, node string, ctd *testbed.Containerd, extra ...string) (*testbed.Process, string) {
 	b.Helper()
+	return startAgentOn(b, cg, cp, bin, node, ctd.Endpoint, extra...)
+}
+
+// startAgentOn is startAgentIn for any runtime's CRI endpoint (CRI-O's).
+func startAgentOn(b *testing.B, cg *testbed.MemoryCgroup, cp *testbed.ControlPlane, bin, node, endpoint string, extra ...string) (*testbed.Process, string) {
+	b.Helper()
 	metrics := fmt.Sprintf("127.0.0.1:%d", testbed.FreePort(b))
 	args := append([]string{bin, "agent", "--kubeconfig", cp.AgentKubeconfig(b, node), "--node-name", node,
-		"--container-runtime-endpoint", ctd.Endpoint, "--metrics-bind-address", metrics,
+		"--container-runtime-endpoint", endpoint, "--metrics-bind-address", metrics,
 		"--health-probe-bind-address", "0",
 		// The image filesystem is a folder on the machine's shared disk,
 		// often filled past the agent's 80% by builds and caches.

@@ -112,16 +112,23 @@ func (wb *warmBed) round(b *testing.B, imgs []testbed.Image, productLast bool) w
 
 func startWarmBed(b *testing.B, opts ...testbed.ContainerdOption) *warmBed {
 	b.Helper()
+	const node = "perf-node"
+	ctd := testbed.StartContainerd(b, node, opts...)
+	return startWarmBedOn(b, node, ctd.Endpoint, ctd.ImageService(b))
+}
+
+// startWarmBedOn is startWarmBed on a runtime already started for node
+// (CRI-O), at its CRI endpoint.
+func startWarmBedOn(b *testing.B, node, endpoint string, cri runtimeapi.ImageServiceClient) *warmBed {
+	b.Helper()
 	cp := testbed.StartControlPlane(b)
 	bin := testbed.BuildPlainWarmer(b)
-	wb := &warmBed{cp: cp, node: "perf-node"}
-	ctd := testbed.StartContainerd(b, wb.node, opts...)
-	wb.cri = ctd.ImageService(b)
+	wb := &warmBed{cp: cp, node: node, cri: cri}
 	cp.CreateNode(b, wb.node, nil)
 	// The agent and the controller run with their defaults: what the
 	// manifests give them. BENCH_WARM_AGENT_FLAGS adds agent flags, to
 	// tell what a feature costs (e.g. --yield-to-kubelet=off).
-	wb.agentProc, wb.metrics = startAgent(b, cp, bin, wb.node, ctd, strings.Fields(os.Getenv("BENCH_WARM_AGENT_FLAGS"))...)
+	wb.agentProc, wb.metrics = startAgentOn(b, nil, cp, bin, wb.node, endpoint, strings.Fields(os.Getenv("BENCH_WARM_AGENT_FLAGS"))...)
 	wb.ctrlMetrics = startController(b, cp, bin)
 	var err error
 	if wb.cli, err = client.NewWithWatch(cp.Config, client.Options{Scheme: testbed.Scheme()}); err != nil {
