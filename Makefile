@@ -112,8 +112,8 @@ e2e: testbed-sim ## Run only the end-to-end test: the controller and three agent
 # (short form: two pairs of 100). BENCH_SCALE=100,1000x100, BENCH_FAIL=1000,
 # BENCH_FAIL_WINDOW=5m, BENCH_POLICY_N=1000, BENCH_POLICY_PAIRS=1 and
 # BENCH_IDLE=1m choose those directly. One large image warmed against raw
-# CRI: 2 GB, 8 GB under BENCH_FULL=1, BENCH_BIG_GB=N chooses (CRI-O: one
-# layer of at most 2 GB). Three large images and a small one through the
+# CRI: 8 GB (about 25 GB of disk while it runs), BENCH_BIG_GB=N chooses
+# (CRI-O: one layer of at most 2 GB). Three large images and a small one through the
 # agent's slots: 1 GB each, 2 GB under BENCH_FULL=1. See
 # docs/performance.md.
 BENCH_ROUNDS ?= 5

@@ -20,9 +20,9 @@ import (
 // bigLayer is the layer size of BenchmarkWarmBigImage's image.
 const bigLayer = 512 * testbed.MB
 
-// bigSize is BenchmarkWarmBigImage's image size: 2 GB, 8 GB under
-// BENCH_FULL=1 (minutes a round), or BENCH_BIG_GB.
-func bigSize(b *testing.B) int64 {
+// bigSize is a large-image benchmark's image size: BENCH_BIG_GB when
+// set, else def GB.
+func bigSize(b *testing.B, def int64) int64 {
 	b.Helper()
 	if v := os.Getenv("BENCH_BIG_GB"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -31,10 +31,7 @@ func bigSize(b *testing.B) int64 {
 		}
 		return int64(n) * testbed.GB
 	}
-	if full() {
-		return 8 * testbed.GB
-	}
-	return 2 * testbed.GB
+	return def * testbed.GB
 }
 
 // BenchmarkWarmBigImage times warming one node with one large image
@@ -51,7 +48,7 @@ func bigSize(b *testing.B) int64 {
 // bed's CRI-O stores images in the vfs driver, where each layer is a
 // full copy of those below it.
 func BenchmarkWarmBigImage(b *testing.B) {
-	size := bigSize(b)
+	size := bigSize(b, 8) // the size of docs/performance.md's large-image rows
 	reg := testbed.StartRegistry(b, testbed.RegistryOptions{Name: "perf-big"})
 	var img testbed.Image
 	for _, v := range testbed.ContainerdVersions() {
@@ -239,7 +236,7 @@ const fastPathRate = 100 << 20
 // on a fresh containerd, through a proxy that gives each connection
 // 100 MB/s. Not part of make bench: run it by name.
 func BenchmarkBigImageFastPaths(b *testing.B) {
-	size := bigSize(b)
+	size := bigSize(b, 2)
 	reg := testbed.StartRegistry(b, testbed.RegistryOptions{Name: "perf-fast"})
 	img := reg.Push(b, "perf/fast:v1", testbed.BigImage(b, size, 256*testbed.MB))
 	slow := faults.StartSlowProxy(b, reg.Host, fastPathRate)
