@@ -137,6 +137,21 @@ func startNode(tb testing.TB, name string, opts ...testbed.ContainerdOption) *no
 	return &node{ctd: ctd, cri: cri}
 }
 
+// views are the node's content store and snapshots: what the agent gives
+// the engine to follow a pull's download and unpack on containerd.
+func (n *node) views(tb testing.TB) (*criclient.ContentStore, *criclient.Snapshots) {
+	tb.Helper()
+	store, err := n.cri.ContentStore(context.Background())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	snaps, err := n.cri.Snapshots(context.Background())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return store, snaps
+}
+
 // listed reports whether the runtime lists ref (fully qualified, as the
 // test bed's references are) among its repo tags or repo digests. It reads
 // ListImages directly rather than through the engine's Presence, so that a

@@ -1,7 +1,6 @@
 package pullengine_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -33,15 +32,7 @@ func BenchmarkWarmBigImageAccuracy(b *testing.B) {
 			link := faults.StartLinkProxy(b, reg.Host, bigLinkRate)
 			ref := strings.Replace(img.Ref, reg.Host, link.Host, 1)
 			n := startNode(b, "node-bigaccuracy", v.Options(b)...)
-			ctx := context.Background()
-			store, err := n.cri.ContentStore(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
-			snaps, err := n.cri.Snapshots(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
+			store, snaps := n.views(b)
 			e := startEngine(b, n.cri, pullengine.Options{Content: store, Snapshots: snaps, StallTimeout: pullengine.DefaultStallTimeout})
 			bigPull(b, e, n, link, ref)
 			var acc accuracy

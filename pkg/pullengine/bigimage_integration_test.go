@@ -1,7 +1,6 @@
 package pullengine_test
 
 import (
-	"context"
 	"fmt"
 	"runtime"
 	"strings"
@@ -86,15 +85,7 @@ func TestBigImage(t *testing.T) {
 
 func testBigImage(t *testing.T, ref string, link *faults.SlowProxy, opts []testbed.ContainerdOption) {
 	n := startNode(t, "node-bigimage", opts...)
-	ctx := context.Background()
-	store, err := n.cri.ContentStore(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snaps, err := n.cri.Snapshots(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, snaps := n.views(t)
 	e := startEngine(t, n.cri, pullengine.Options{Content: store, Snapshots: snaps, StallTimeout: pullengine.DefaultStallTimeout})
 	samples, _, _ := bigPull(t, e, n, link, ref)
 	checkBigTruth(t, samples)

@@ -33,14 +33,7 @@ func testPhasesSeen(t *testing.T, opts []testbed.ContainerdOption) {
 
 	n := startNode(t, "node-phases", opts...)
 	ctx := context.Background()
-	store, err := n.cri.ContentStore(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snaps, err := n.cri.Snapshots(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, snaps := n.views(t)
 	e := startEngine(t, n.cri, pullengine.Options{Content: store, Snapshots: snaps,
 		ProgressInterval: 100 * time.Millisecond, StallTimeout: pullengine.DefaultStallTimeout})
 	if st := e.Enqueue(e.ctx, pullengine.Request{Image: ref}); st.State != pull.StateQueued {
