@@ -109,7 +109,7 @@ func TestNodeSignals(t *testing.T) {
 		gate.Spec.StartupTaint = true
 		f.Create(t, gate)
 		c := waitCondition(t, f, "node-1", corev1.ConditionFalse, warmv1.ReasonImagesMissing)
-		if want := "1 of 2 images present for 1 ImageWarms with startupTaint; missing " + missing; c.Message != want {
+		if want := "Images of the 1 ImageWarms with startupTaint are missing; the node's NodeWarm lists each"; c.Message != want {
 			t.Errorf("message %q, want %q", c.Message, want)
 		}
 		waitCondition(t, f, "node-2", corev1.ConditionTrue, warmv1.ReasonNothingToWarm)

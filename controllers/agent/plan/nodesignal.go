@@ -3,7 +3,6 @@ package plan
 import (
 	"fmt"
 	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -26,9 +25,6 @@ type NodeSignal struct {
 	Message string
 }
 
-// maxNamedImages bounds the images an ImagesWarm message names.
-const maxNamedImages = 3
-
 // warmTally counts one ImageWarm's entries on the node.
 type warmTally struct{ want, done int }
 
@@ -49,7 +45,6 @@ func (p *planner) nodeSignals(done map[string]bool) {
 		}
 	}
 	var want, have int
-	var missing []string
 	for _, key := range d.Keys() {
 		w := d.images[key]
 		for _, nn := range w.warms {
@@ -59,8 +54,6 @@ func (p *planner) nodeSignals(done map[string]bool) {
 			want++
 			if done[key] {
 				have++
-			} else {
-				missing = append(missing, w.image)
 			}
 		}
 	}
@@ -68,7 +61,6 @@ func (p *planner) nodeSignals(done map[string]bool) {
 		count(bad.warm, false)
 		if d.holdTaint[bad.warm] {
 			want++
-			missing = append(missing, bad.image)
 		}
 	}
 	for nn := range d.labelled {
@@ -79,26 +71,25 @@ func (p *planner) nodeSignals(done map[string]bool) {
 		}
 	}
 	slices.Sort(p.out.NodeLabels)
-	p.out.ImagesWarm = imagesWarm(len(d.holdTaint), want, have, missing)
+	p.out.ImagesWarm = imagesWarm(len(d.holdTaint), want, have)
 }
 
 // imagesWarm words the ImagesWarm condition. With no startup-taint
 // ImageWarm selecting the node it is True (NothingToWarm), not absent: a
 // readiness rule that waits for True would otherwise hold such a node for
-// ever.
-func imagesWarm(warms, want, have int, missing []string) NodeSignal {
+// ever. Its message moves only with the number of those ImageWarms, not
+// with each image that arrives: every change is a write of the Node, which
+// every Node watcher of the cluster receives, and the NodeWarm already
+// says which images are missing.
+func imagesWarm(warms, want, have int) NodeSignal {
 	switch {
 	case warms == 0:
 		return NodeSignal{Status: corev1.ConditionTrue, Reason: warmv1.ReasonNothingToWarm,
 			Message: "No ImageWarm with startupTaint selects this node"}
 	case have == want:
 		return NodeSignal{Status: corev1.ConditionTrue, Reason: warmv1.ReasonImagesPresent,
-			Message: fmt.Sprintf("%d of %d images present for %d ImageWarms with startupTaint", have, want, warms)}
+			Message: fmt.Sprintf("Every image of the %d ImageWarms with startupTaint is present", warms)}
 	}
-	named := missing[:min(len(missing), maxNamedImages)]
-	msg := fmt.Sprintf("%d of %d images present for %d ImageWarms with startupTaint; missing %s", have, want, warms, strings.Join(named, ", "))
-	if more := len(missing) - len(named); more > 0 {
-		msg += fmt.Sprintf(" and %d more", more)
-	}
-	return NodeSignal{Status: corev1.ConditionFalse, Reason: warmv1.ReasonImagesMissing, Message: msg}
+	return NodeSignal{Status: corev1.ConditionFalse, Reason: warmv1.ReasonImagesMissing,
+		Message: fmt.Sprintf("Images of the %d ImageWarms with startupTaint are missing; the node's NodeWarm lists each", warms)}
 }

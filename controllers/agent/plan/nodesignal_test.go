@@ -69,14 +69,14 @@ func TestPlanNodeSignals(t *testing.T) {
 		in:     func() Input { return input(empty) },
 		status: corev1.ConditionTrue, reason: warmv1.ReasonNothingToWarm,
 	}, {
-		name: "startup taint ImageWarm missing an image: False, counted and named",
+		name: "startup taint ImageWarm missing an image: False, a message that does not move with each image",
 		in: func() Input {
 			in := input(gate)
 			in.Runtime = listed(imgA)
 			return in
 		},
 		status: corev1.ConditionFalse, reason: warmv1.ReasonImagesMissing,
-		message: "1 of 2 images present for 1 ImageWarms with startupTaint; missing " + imgB,
+		message: "Images of the 1 ImageWarms with startupTaint are missing; the node's NodeWarm lists each",
 	}, {
 		name: "startup taint ImageWarm warm: True",
 		in: func() Input {
@@ -86,7 +86,7 @@ func TestPlanNodeSignals(t *testing.T) {
 		},
 		labels: []string{"team-b.warm.warmer.dev/both"},
 		status: corev1.ConditionTrue, reason: warmv1.ReasonImagesPresent,
-		message: "2 of 2 images present for 1 ImageWarms with startupTaint",
+		message: "Every image of the 1 ImageWarms with startupTaint is present",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := decide(tc.in())
