@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -62,12 +63,18 @@ func grantViewer(t testing.TB, cp *testbed.ControlPlane, user string) {
 // admin kubeconfig, as kubectl --as does), its output not a terminal.
 func run(t testing.TB, cp *testbed.ControlPlane, user string, args ...string) (string, error) {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	streams := genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}
+	var out bytes.Buffer
+	err := runTo(cp, user, &out, args...)
+	return out.String(), err
+}
+
+// runTo is run writing its output to out.
+func runTo(cp *testbed.ControlPlane, user string, out io.Writer, args ...string) error {
+	var errOut bytes.Buffer
+	streams := genericiooptions.IOStreams{In: strings.NewReader(""), Out: out, ErrOut: &errOut}
 	cmd := warmerctl.NewCommand(streams, func(string) string { return "" }, "test")
 	cmd.SetArgs(append(args, "--kubeconfig", cp.Kubeconfig, "--as", user))
-	err := cmd.ExecuteContext(context.Background())
-	return out.String(), err
+	return cmd.ExecuteContext(context.Background())
 }
 
 // golden compares got with testdata/name, or writes it there with -update.

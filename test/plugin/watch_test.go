@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,10 +27,21 @@ func TestWatchPlain(t *testing.T) {
 		err error
 	}
 	done := make(chan result, 1)
+	out := newPrinted()
 	go func() {
-		out, err := run(t, cp, viewer, "status", "web", "-n", shop, "--watch", "--timeout=60s")
-		done <- result{out, err}
+		err := runTo(cp, viewer, out, "status", "web", "-n", shop, "--watch", "--timeout=60s")
+		done <- result{out.String(), err}
 	}()
+	// The first move only once the watch has printed the status as it
+	// was: on a busy machine the command takes seconds to start, and a
+	// move before that would never show the first state.
+	select {
+	case <-out.first:
+	case r := <-done:
+		t.Fatalf("status --watch ended before printing: %v\n%s", r.err, r.out)
+	case <-time.After(60 * time.Second):
+		t.Fatal("status --watch printed nothing in a minute")
+	}
 	ctx := context.Background()
 	key := client.ObjectKey{Namespace: shop, Name: "web"}
 	// Two moves a few seconds apart (the plain view writes at most once a
@@ -73,4 +85,28 @@ func TestWatchPlain(t *testing.T) {
 	if strings.ContainsRune(r.out, '\x1b') {
 		t.Error("escape sequences in output that is not a terminal's")
 	}
+}
+
+// printed is an output that says when it was first written to.
+type printed struct {
+	mu    sync.Mutex
+	buf   strings.Builder
+	first chan struct{}
+}
+
+func newPrinted() *printed { return &printed{first: make(chan struct{})} }
+
+func (p *printed) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.buf.Len() == 0 && len(b) > 0 {
+		close(p.first)
+	}
+	return p.buf.Write(b)
+}
+
+func (p *printed) String() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.buf.String()
 }
