@@ -2,6 +2,8 @@ package pullengine_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -110,5 +112,65 @@ func (w *phasesSeen) take(t *testing.T, p pull.Progress, sent int64) {
 	}
 	if p.Unpacked > w.most.Unpacked {
 		w.most = p
+	}
+}
+
+// TestUnpackStall holds a real containerd's unpack part way through its
+// first layer (testbed.WithUnpackHold: its gzip decompressor stops while
+// a file exists) with every byte of the image fetched and the snapshot
+// service still answering: the pull shows Unpacking, then is cancelled as
+// Stalled, in the unpack, once nothing was unpacked for the stall
+// timeout. With the hold gone the image pulls. On containerd 1.6 and 2.x.
+func TestUnpackStall(t *testing.T) {
+	skipShort(t)
+	for _, v := range testbed.ContainerdVersions() {
+		t.Run(v.Name, func(t *testing.T) { testUnpackStall(t, v.Options(t)) })
+	}
+}
+
+func testUnpackStall(t *testing.T, opts []testbed.ContainerdOption) {
+	const stall = 5 * time.Second
+	reg := testbed.StartRegistry(t, testbed.RegistryOptions{Name: "unpack-stall"})
+	ref := reg.Push(t, "ai/stuck:v1", testbed.RandomImage(t, testbed.ImageOptions{LayerSize: 32 * testbed.MB, Layers: 2})).Ref
+	hold := filepath.Join(t.TempDir(), "hold")
+	if err := os.WriteFile(hold, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n := startNode(t, "node-stuck", append(opts, testbed.WithUnpackHold(hold))...)
+	store, snaps := n.views(t)
+	opt := pullengine.Options{Content: store, Snapshots: snaps, ProgressInterval: 100 * time.Millisecond, StallTimeout: stall}
+	e := startEngine(t, n.cri, opt)
+	if st := e.Enqueue(e.ctx, pullengine.Request{Image: ref}); st.State != pull.StateQueued {
+		t.Fatalf("Enqueue(%s) = %+v", ref, st)
+	}
+	var seen pull.Progress
+	for deadline := time.Now().Add(waitLimit); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		s, _ := e.Status(ref)
+		if s.State != pull.StatePulling && s.State != pull.StateQueued {
+			break
+		}
+		if p := s.Progress; p != nil && p.Known && p.Phase == pull.PhaseUnpacking {
+			seen = *p
+		}
+	}
+	r := e.result(t)
+	if r.Succeeded() || r.Class != pull.ClassStalled || !strings.Contains(r.Message, "nothing unpacked for "+stall.String()) {
+		t.Fatalf("pull with the unpack held: %+v, want Stalled in the unpack", r)
+	}
+	// The hold lets the first MiB through: the active snapshot shows it.
+	if seen.Phase != pull.PhaseUnpacking || seen.Done != seen.Total || seen.LayersUnpacked != 0 || seen.Unpacked <= 0 {
+		t.Fatalf("last reading while held %+v, want Unpacking with every byte in, bytes but no layer unpacked", seen)
+	}
+	t.Logf("stalled: %s", r.Message)
+
+	if err := os.Remove(hold); err != nil {
+		t.Fatal(err)
+	}
+	again := startEngine(t, n.cri, opt)
+	if st := again.Enqueue(again.ctx, pullengine.Request{Image: ref}); st.State != pull.StateQueued {
+		t.Fatalf("Enqueue(%s) = %+v", ref, st)
+	}
+	if r := again.result(t); !r.Succeeded() {
+		t.Fatalf("pull once the hold is gone: %+v", r)
 	}
 }

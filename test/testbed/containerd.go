@@ -37,6 +37,9 @@ type Containerd struct {
 	// node, when set, makes this the containerd 2.x of a real node: it runs
 	// pods, not only pulls (see node_containerd.go).
 	node *nodeRuntime
+	// unpackHold, when set, holds each gzip layer's unpack while that
+	// file exists (WithUnpackHold).
+	unpackHold string
 }
 
 // ContainerdOption adjusts a containerd before it starts.
@@ -118,6 +121,11 @@ func (c *Containerd) Start() {
 func (c *Containerd) start(t TB) {
 	t.Helper()
 	bin, env := c.binary()
+	path, err := c.unpackHoldPath(pathOf(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env = append(env, "PATH="+path)
 	// Temp mounts made while unpacking layers land in TMPDIR: keep them
 	// inside Dir so cleanup finds them even after a kill.
 	env = append(env, "TMPDIR="+filepath.Join(c.Dir, "tmp"))
