@@ -2,9 +2,11 @@ package docs
 
 import (
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -166,4 +168,49 @@ func checkAnchor(target, frag string, dir bool, texts map[string]string) error {
 		return fmt.Errorf("no heading in %s has anchor #%s", target, frag)
 	}
 	return nil
+}
+
+// docReference is a mention of a doc page in a manifest's or the chart's
+// comments: "docs/operations.md#resources".
+var docReference = regexp.MustCompile(`docs/[\w./-]+\.md(?:#[\w-]+)?`)
+
+// TestManifestDocReferences checks the doc pages and anchors that the
+// comments of config/ and charts/ point their readers to: those files
+// are not Markdown, and their references went stale unseen when the
+// docs moved.
+func TestManifestDocReferences(t *testing.T) {
+	root := docsRoot(t)
+	texts := map[string]string{}
+	for _, f := range markdownFiles(t, root) {
+		texts[f] = readFile(t, root, f)
+	}
+	checked := 0
+	for _, dir := range []string{"config", "charts"} {
+		err := filepath.WalkDir(filepath.Join(root, dir), func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(p, ".yaml") {
+				return err
+			}
+			rel, _ := filepath.Rel(root, p)
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			for i, line := range strings.Split(string(b), "\n") {
+				for _, ref := range docReference.FindAllString(line, -1) {
+					checked++
+					// Resolved from the tree's root, as a reader takes them.
+					if err := checkLink(root, "README.md", ref, texts); err != nil {
+						t.Errorf("%s:%d: %s: %v", rel, i+1, ref, err)
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if checked == 0 {
+		t.Error("no doc reference found in config/ or charts/: the scan is broken")
+	}
 }
