@@ -37,6 +37,7 @@ type CRIO struct {
 	t      TB
 	proc   *process
 	pinned []string
+	pause  string
 }
 
 // CRIOOption adjusts a CRI-O before it starts.
@@ -46,6 +47,14 @@ type CRIOOption func(*CRIO)
 // configuration, and reports those images pinned over CRI.
 func WithPinnedImages(refs ...string) CRIOOption {
 	return func(c *CRIO) { c.pinned = append(c.pinned, refs...) }
+}
+
+// WithPauseImage sets CRI-O's pause_image, which every pod sandbox needs
+// in storage even with no infra process (CRI-O pulls it at the first
+// RunPodSandbox when absent): a reference the bed can serve, such as the
+// stand-in of ./test/testbed/pause pushed to a test registry.
+func WithPauseImage(ref string) CRIOOption {
+	return func(c *CRIO) { c.pause = ref }
 }
 
 // StartCRIO starts a CRI-O for the named node and waits until its CRI
@@ -113,8 +122,28 @@ func (c *CRIO) ImageService(t TB) runtimeapi.ImageServiceClient {
 	return runtimeapi.NewImageServiceClient(conn)
 }
 
+// RuntimeService returns a raw CRI runtime client, to run pods and
+// containers through CRI alone. It is closed at cleanup.
+func (c *CRIO) RuntimeService(t TB) runtimeapi.RuntimeServiceClient {
+	t.Helper()
+	conn, err := grpc.NewClient(c.Endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatalf("dialling %s: %v", c.Socket, err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return runtimeapi.NewRuntimeServiceClient(conn)
+}
+
 // config is CRI-O's configuration: every path it would write below /var,
 // /etc or /run moved into Dir, runc as the one runtime, no NRI.
+//
+// drop_infra_ctr (CRI-O's default, said here because the bed needs it):
+// a pod whose PID namespace is not shared (the kubelet's default, CRI
+// NamespaceMode CONTAINER) gets no infra process. That process is the only
+// one CRI-O gives a negative oom_score_adj (-998, a constant); root here
+// may not lower it (the write fails), so runc fails every pod that shares
+// its PID namespace. Containers get the request's oom_score_adj, and
+// conmon carries on when its own -1000 is refused.
 func (c *CRIO) config(assets string) string {
 	d := func(p string) string { return filepath.Join(c.Dir, p) }
 	quoted := make([]string, len(c.pinned))
@@ -144,6 +173,7 @@ default_runtime = "runc"
 cgroup_manager = "cgroupfs"
 conmon = %q
 conmon_cgroup = "pod"
+drop_infra_ctr = true
 pinns_path = %q
 container_exits_dir = %q
 container_attach_socket_dir = %q
@@ -161,7 +191,7 @@ monitor_path = %q
 signature_policy = %q
 signature_policy_dir = %q
 pinned_images = [%s]
-big_files_temporary_dir = %q
+%sbig_files_temporary_dir = %q
 [crio.network]
 network_dir = %q
 plugin_dirs = [%q]
@@ -170,7 +200,15 @@ enable_nri = false
 `, d("root"), d("runroot"), d("logs"), d("lib/version"), d("lib/version-persist"), d("lib/clean.shutdown"),
 		c.Socket, conmon, filepath.Join(assets, "pinns"), d("exits"), d("attach"), d("ns"), d("etc/keys"),
 		d("etc/irqbalance"), runc, d("runc"), conmon, d("etc/policy.json"), d("etc/policies"),
-		strings.Join(quoted, ", "), d("tmp"), d("etc/cni"), d("cni-bin"))
+		strings.Join(quoted, ", "), c.pauseLine(), d("tmp"), d("etc/cni"), d("cni-bin"))
+}
+
+// pauseLine is the pause_image setting, or nothing for CRI-O's default.
+func (c *CRIO) pauseLine() string {
+	if c.pause == "" {
+		return ""
+	}
+	return fmt.Sprintf("pause_image = %q\n", c.pause)
 }
 
 var (
