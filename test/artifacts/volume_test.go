@@ -61,7 +61,7 @@ func TestCRIOImageVolumes(t *testing.T) {
 	img := reg.PushRandom(t, "data/files:v1", testbed.ImageOptions{LayerSize: 64 << 10})
 	pause := reg.Push(t, "pause:v1", testbed.GoImage(t, "./test/testbed/pause"))
 	f := testbed.StartFleet(t, map[string]map[string]string{node: nil}, testbed.FleetOptions{CRIO: true,
-		CRIOOpts: func(string) []testbed.CRIOOption { return []testbed.CRIOOption{testbed.WithPauseImage(pause.Ref)} }})
+		CRIOOpts: func(string) []testbed.CRIOOption { return []testbed.CRIOOption{testbed.WithPauseImage(pause.Ref), testbed.WithOverlayStorage()} }})
 	f.Create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	iw := build.ImageWarm(ns, "vol", build.Images(img.Ref, pause.Ref))
 	iw.Spec.Artifacts = []warmv1.ImageReference{warmv1.ImageReference(art.Ref)}
@@ -127,7 +127,8 @@ func createContainer(t *testing.T, rs runtimeapi.RuntimeServiceClient, dir strin
 	defer cancel()
 	var ms []*runtimeapi.Mount
 	for path, ref := range mounts {
-		ms = append(ms, &runtimeapi.Mount{ContainerPath: path, Image: &runtimeapi.ImageSpec{Image: ref}, Readonly: true})
+		ms = append(ms, &runtimeapi.Mount{ContainerPath: path, Readonly: true,
+			Image: &runtimeapi.ImageSpec{Image: ref, UserSpecifiedImage: ref}})
 	}
 	sbc := &runtimeapi.PodSandboxConfig{
 		Metadata:     &runtimeapi.PodSandboxMetadata{Name: "vol", Namespace: "default", Uid: "vol-uid"},
@@ -146,7 +147,7 @@ func createContainer(t *testing.T, rs runtimeapi.RuntimeServiceClient, dir strin
 	})
 	ctr, err := rs.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sb.PodSandboxId, SandboxConfig: sbc,
 		Config: &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: "c"},
-			Image: &runtimeapi.ImageSpec{Image: image}, LogPath: "c.log", Mounts: ms,
+			Image: &runtimeapi.ImageSpec{Image: image, UserSpecifiedImage: image}, LogPath: "c.log", Mounts: ms,
 			Linux: &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
 				NamespaceOptions: sbc.Linux.SecurityContext.NamespaceOptions}}}})
 	if err != nil {

@@ -38,6 +38,7 @@ type CRIO struct {
 	proc   *process
 	pinned []string
 	pause  string
+	driver string
 }
 
 // CRIOOption adjusts a CRI-O before it starts.
@@ -57,12 +58,19 @@ func WithPauseImage(ref string) CRIOOption {
 	return func(c *CRIO) { c.pause = ref }
 }
 
+// WithOverlayStorage keeps images in the overlay driver instead of vfs:
+// CRI-O mounts an image volume (of an image; an artifact's blobs are
+// bind-mounted files) with mount options, which vfs refuses.
+func WithOverlayStorage() CRIOOption {
+	return func(c *CRIO) { c.driver = "overlay" }
+}
+
 // StartCRIO starts a CRI-O for the named node and waits until its CRI
 // answers Version. It is stopped, and its files removed, at cleanup.
 func StartCRIO(t TB, node string, opts ...CRIOOption) *CRIO {
 	t.Helper()
 	assets := crioAssets(t)
-	c := &CRIO{Name: node, Dir: shortDir(t, "crio"), t: t}
+	c := &CRIO{Name: node, Dir: shortDir(t, "crio"), t: t, driver: "vfs"}
 	for _, o := range opts {
 		o(c)
 	}
@@ -161,7 +169,7 @@ func (c *CRIO) config(assets string) string {
 	return fmt.Sprintf(`[crio]
 root = %q
 runroot = %q
-storage_driver = "vfs"
+storage_driver = %q
 log_dir = %q
 version_file = %q
 version_file_persist = %q
@@ -197,7 +205,7 @@ network_dir = %q
 plugin_dirs = [%q]
 [crio.nri]
 enable_nri = false
-`, d("root"), d("runroot"), d("logs"), d("lib/version"), d("lib/version-persist"), d("lib/clean.shutdown"),
+`, d("root"), d("runroot"), c.driver, d("logs"), d("lib/version"), d("lib/version-persist"), d("lib/clean.shutdown"),
 		c.Socket, conmon, filepath.Join(assets, "pinns"), d("exits"), d("attach"), d("ns"), d("etc/keys"),
 		d("etc/irqbalance"), runc, d("runc"), conmon, d("etc/policy.json"), d("etc/policies"),
 		strings.Join(quoted, ", "), c.pauseLine(), d("tmp"), d("etc/cni"), d("cni-bin"))
