@@ -61,7 +61,9 @@ func TestCRIOImageVolumes(t *testing.T) {
 	img := reg.PushRandom(t, "data/files:v1", testbed.ImageOptions{LayerSize: 64 << 10})
 	pause := reg.Push(t, "pause:v1", testbed.GoImage(t, "./test/testbed/pause"))
 	f := testbed.StartFleet(t, map[string]map[string]string{node: nil}, testbed.FleetOptions{CRIO: true,
-		CRIOOpts: func(string) []testbed.CRIOOption { return []testbed.CRIOOption{testbed.WithPauseImage(pause.Ref), testbed.WithOverlayStorage()} }})
+		CRIOOpts: func(string) []testbed.CRIOOption {
+			return []testbed.CRIOOption{testbed.WithPauseImage(pause.Ref), testbed.WithOverlayStorage()}
+		}})
 	f.Create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	iw := build.ImageWarm(ns, "vol", build.Images(img.Ref, pause.Ref))
 	iw.Spec.Artifacts = []warmv1.ImageReference{warmv1.ImageReference(art.Ref)}

@@ -23,9 +23,10 @@ const CRIOAssetsEnv = "WARMER_CRIO_ASSETS"
 
 // CRIO is one CRI-O process, standing in for a node's runtime the way
 // Containerd does: its own root, run root, socket and configuration in a
-// temporary folder, images in the vfs driver (no mount), runc through
-// Debian's conmon, loopback registries over plain HTTP (CRI-O's default
-// for 127.0.0.0/8), every signature accepted.
+// temporary folder, images in the vfs driver (no mount; see
+// WithOverlayStorage), runc through Debian's conmon, loopback registries
+// over plain HTTP (CRI-O's default for 127.0.0.0/8), every signature
+// accepted.
 type CRIO struct {
 	// Name is the simulated node's name.
 	Name string
@@ -122,24 +123,25 @@ func (c *CRIO) Log(lines int) string { return tailFile(filepath.Join(c.Dir, "cri
 // It is closed at cleanup.
 func (c *CRIO) ImageService(t TB) runtimeapi.ImageServiceClient {
 	t.Helper()
-	conn, err := grpc.NewClient(c.Endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatalf("dialling %s: %v", c.Socket, err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return runtimeapi.NewImageServiceClient(conn)
+	return runtimeapi.NewImageServiceClient(c.dial(t))
 }
 
 // RuntimeService returns a raw CRI runtime client, to run pods and
 // containers through CRI alone. It is closed at cleanup.
 func (c *CRIO) RuntimeService(t TB) runtimeapi.RuntimeServiceClient {
 	t.Helper()
+	return runtimeapi.NewRuntimeServiceClient(c.dial(t))
+}
+
+// dial connects to CRI-O's socket; the connection is closed at cleanup.
+func (c *CRIO) dial(t TB) *grpc.ClientConn {
+	t.Helper()
 	conn, err := grpc.NewClient(c.Endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatalf("dialling %s: %v", c.Socket, err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	return runtimeapi.NewRuntimeServiceClient(conn)
+	return conn
 }
 
 // config is CRI-O's configuration: every path it would write below /var,
@@ -148,10 +150,12 @@ func (c *CRIO) RuntimeService(t TB) runtimeapi.RuntimeServiceClient {
 // drop_infra_ctr (CRI-O's default, said here because the bed needs it):
 // a pod whose PID namespace is not shared (the kubelet's default, CRI
 // NamespaceMode CONTAINER) gets no infra process. That process is the only
-// one CRI-O gives a negative oom_score_adj (-998, a constant); root here
-// may not lower it (the write fails), so runc fails every pod that shares
-// its PID namespace. Containers get the request's oom_score_adj, and
-// conmon carries on when its own -1000 is refused.
+// one CRI-O gives a negative oom_score_adj (-998, a constant, no option);
+// root here lacks CAP_SYS_RESOURCE, so runc's nsexec cannot write it
+// ("failed to update /proc/self/oom_score_adj: Permission denied") and
+// RunPodSandbox fails for a pod that shares its PID namespace.
+// Containers get the request's oom_score_adj (none: unchanged), and
+// conmon only logs the refusal of its own -1000.
 func (c *CRIO) config(assets string) string {
 	d := func(p string) string { return filepath.Join(c.Dir, p) }
 	quoted := make([]string, len(c.pinned))
