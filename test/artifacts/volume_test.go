@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -53,11 +54,15 @@ func TestContainerd2ImageVolumes(t *testing.T) {
 // pulled again, a pod and a container started through CRI alone mount
 // both as image volumes. Inside the container the artifact's volume holds
 // each of its blobs as a file of the name the blob carries, with the
-// bytes pushed, and the image's volume holds the image's files.
+// bytes pushed, and the image's volume holds the image's files; of an
+// artifact whose blobs carry no name, nothing is mounted.
 func TestCRIOImageVolumes(t *testing.T) {
 	const node = "crio-vol"
 	reg := testbed.StartRegistry(t, testbed.RegistryOptions{Name: "art"})
 	art := reg.PushArtifact(t, "models/tiny:v1", artifactOptions)
+	untitled := artifactOptions
+	untitled.Untitled = true
+	bare := reg.PushArtifact(t, "models/bare:v1", untitled)
 	img := reg.PushRandom(t, "data/files:v1", testbed.ImageOptions{LayerSize: 64 << 10})
 	pause := reg.Push(t, "pause:v1", testbed.GoImage(t, "./test/testbed/pause"))
 	f := testbed.StartFleet(t, map[string]map[string]string{node: nil}, testbed.FleetOptions{CRIO: true,
@@ -66,14 +71,14 @@ func TestCRIOImageVolumes(t *testing.T) {
 		}})
 	f.Create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	iw := build.ImageWarm(ns, "vol", build.Images(img.Ref, pause.Ref))
-	iw.Spec.Artifacts = []warmv1.ImageReference{warmv1.ImageReference(art.Ref)}
+	iw.Spec.Artifacts = []warmv1.ImageReference{warmv1.ImageReference(art.Ref), warmv1.ImageReference(bare.Ref)}
 	f.Create(t, iw)
 	waitReady(t, f, "vol", 2*time.Minute)
 	reg.Stop()
 
 	crio := f.Nodes[node].CRIO
 	rs := crio.RuntimeService(t)
-	id := createContainer(t, rs, crio.Dir, crio.Log, pause.Ref, map[string]string{"/model": art.Ref, "/data": img.Ref})
+	id := createContainer(t, rs, crio.Dir, crio.Log, pause.Ref, map[string]string{"/model": art.Ref, "/bare": bare.Ref, "/data": img.Ref})
 	if files := volumes(t, rs, id); files["/model"] != len(art.Files) || files["/data"] == 0 {
 		t.Errorf("the container's status lists %v: want %d files at /model, one a blob, and the image's at /data", files, len(art.Files))
 	}
@@ -101,6 +106,9 @@ func TestCRIOImageVolumes(t *testing.T) {
 		if got := fileDigest(t, filepath.Join(root, "model", name)); got != digest {
 			t.Errorf("/model/%s in the container has digest %s, the blob pushed %s", name, got, digest)
 		}
+	}
+	if _, err := os.Stat(filepath.Join(root, "bare")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the artifact whose blobs carry no file name: /bare in the container: %v, want no such path (CRI-O mounts no unnamed blob)", err)
 	}
 }
 

@@ -37,10 +37,15 @@ type ArtifactOptions struct {
 	// artifact of the older form that names its kind by its config (as
 	// ModelPack's model config does); the config is then "{}" still.
 	ConfigMediaType string
+	// Untitled leaves the blobs without a file name (no
+	// org.opencontainers.image.title), as a tool that names none pushes
+	// them; Image.Files is then empty.
+	Untitled bool
 }
 
 // PushArtifact generates an OCI artifact of random blobs, named
-// weights-0.bin, weights-1.bin ..., and pushes it as repoTag. Image.Size is
+// weights-0.bin, weights-1.bin ... unless Untitled, and pushes it as
+// repoTag. Image.Size is
 // the sum of its blobs, Image.Files their names and digests.
 func (r *Registry) PushArtifact(t TB, repoTag string, o ArtifactOptions) Image {
 	t.Helper()
@@ -65,9 +70,11 @@ func (r *Registry) PushArtifact(t TB, repoTag string, o ArtifactOptions) Image {
 		b := static.NewLayer(data, ArtifactBlobType)
 		blobs = append(blobs, b)
 		desc := descriptor(t, b)
-		name := fmt.Sprintf("weights-%d.bin", i)
-		desc.Annotations = map[string]string{titleAnnotation: name}
-		files[name] = desc.Digest.String()
+		if !o.Untitled {
+			name := fmt.Sprintf("weights-%d.bin", i)
+			desc.Annotations = map[string]string{titleAnnotation: name}
+			files[name] = desc.Digest.String()
+		}
 		m.Layers = append(m.Layers, desc)
 	}
 	for _, b := range blobs {
