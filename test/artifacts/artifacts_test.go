@@ -4,8 +4,9 @@
 // which mounts artifacts, and refused with ArtifactsUnsupported on
 // containerd 1.6 and 2, which do not, while the ImageWarm's image warms.
 // TestRuntimesOnArtifacts records what each runtime's CRI does with an
-// artifact, and TestContainerd2ImageVolumes what containerd 2 mounts of
-// one: the facts the agent's decisions rest on.
+// artifact, TestContainerd2ImageVolumes what containerd 2 mounts of one,
+// and TestCRIOImageVolumes that a container on CRI-O sees a warmed
+// artifact's files: the facts the agent's decisions rest on.
 package artifacts
 
 import (

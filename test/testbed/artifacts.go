@@ -3,6 +3,7 @@ package testbed
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math/rand/v2"
 
@@ -21,6 +22,9 @@ const (
 	emptyConfigType   = "application/vnd.oci.empty.v1+json"
 	emptyConfigBlob   = "{}"
 	ociManifestSchema = 2
+	// titleAnnotation names the file a blob becomes where a runtime mounts
+	// an artifact (CRI-O mounts no blob without a name), as ORAS sets it.
+	titleAnnotation = "org.opencontainers.image.title"
 )
 
 // ArtifactOptions shape a generated OCI artifact.
@@ -33,10 +37,16 @@ type ArtifactOptions struct {
 	// artifact of the older form that names its kind by its config (as
 	// ModelPack's model config does); the config is then "{}" still.
 	ConfigMediaType string
+	// Untitled leaves the blobs without a file name (no
+	// org.opencontainers.image.title), as a tool that names none pushes
+	// them; Image.Files is then empty.
+	Untitled bool
 }
 
-// PushArtifact generates an OCI artifact of random blobs and pushes it
-// as repoTag. Image.Size is the sum of its blobs.
+// PushArtifact generates an OCI artifact of random blobs, named
+// weights-0.bin, weights-1.bin ... unless Untitled, and pushes it as
+// repoTag. Image.Size is
+// the sum of its blobs, Image.Files their names and digests.
 func (r *Registry) PushArtifact(t TB, repoTag string, o ArtifactOptions) Image {
 	t.Helper()
 	if o.Blobs < 1 {
@@ -51,14 +61,21 @@ func (r *Registry) PushArtifact(t TB, repoTag string, o ArtifactOptions) Image {
 	m := v1.Manifest{SchemaVersion: ociManifestSchema, MediaType: types.OCIManifestSchema1,
 		ArtifactType: ArtifactType, Config: descriptor(t, cfg)}
 	blobs := []v1.Layer{cfg}
-	for range o.Blobs {
+	files := map[string]string{}
+	for i := range o.Blobs {
 		data := make([]byte, o.BlobSize)
 		if _, err := io.ReadFull(rand.NewChaCha8([32]byte(randomSeed())), data); err != nil {
 			t.Fatal(err)
 		}
 		b := static.NewLayer(data, ArtifactBlobType)
 		blobs = append(blobs, b)
-		m.Layers = append(m.Layers, descriptor(t, b))
+		desc := descriptor(t, b)
+		if !o.Untitled {
+			name := fmt.Sprintf("weights-%d.bin", i)
+			desc.Annotations = map[string]string{titleAnnotation: name}
+			files[name] = desc.Digest.String()
+		}
+		m.Layers = append(m.Layers, desc)
 	}
 	for _, b := range blobs {
 		if err := remote.WriteLayer(ref.Context(), b, r.remoteOptions()...); err != nil {
@@ -76,7 +93,7 @@ func (r *Registry) PushArtifact(t TB, repoTag string, o ArtifactOptions) Image {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Image{Ref: ref.String(), Digest: d.String(), Size: int64(o.Blobs) * o.BlobSize}
+	return Image{Ref: ref.String(), Digest: d.String(), Size: int64(o.Blobs) * o.BlobSize, Files: files}
 }
 
 // descriptor describes a blob in a manifest.

@@ -23,9 +23,10 @@ const CRIOAssetsEnv = "WARMER_CRIO_ASSETS"
 
 // CRIO is one CRI-O process, standing in for a node's runtime the way
 // Containerd does: its own root, run root, socket and configuration in a
-// temporary folder, images in the vfs driver (no mount), runc through
-// Debian's conmon, loopback registries over plain HTTP (CRI-O's default
-// for 127.0.0.0/8), every signature accepted.
+// temporary folder, images in the vfs driver (no mount; see
+// WithOverlayStorage), runc through Debian's conmon, loopback registries
+// over plain HTTP (CRI-O's default for 127.0.0.0/8), every signature
+// accepted.
 type CRIO struct {
 	// Name is the simulated node's name.
 	Name string
@@ -37,6 +38,8 @@ type CRIO struct {
 	t      TB
 	proc   *process
 	pinned []string
+	pause  string
+	driver string
 }
 
 // CRIOOption adjusts a CRI-O before it starts.
@@ -48,12 +51,27 @@ func WithPinnedImages(refs ...string) CRIOOption {
 	return func(c *CRIO) { c.pinned = append(c.pinned, refs...) }
 }
 
+// WithPauseImage sets CRI-O's pause_image, which every pod sandbox needs
+// in storage even with no infra process (CRI-O pulls it at the first
+// RunPodSandbox when absent): a reference the bed can serve, such as the
+// stand-in of ./test/testbed/pause pushed to a test registry.
+func WithPauseImage(ref string) CRIOOption {
+	return func(c *CRIO) { c.pause = ref }
+}
+
+// WithOverlayStorage keeps images in the overlay driver instead of vfs:
+// CRI-O mounts an image volume (of an image; an artifact's blobs are
+// bind-mounted files) with mount options, which vfs refuses.
+func WithOverlayStorage() CRIOOption {
+	return func(c *CRIO) { c.driver = "overlay" }
+}
+
 // StartCRIO starts a CRI-O for the named node and waits until its CRI
 // answers Version. It is stopped, and its files removed, at cleanup.
 func StartCRIO(t TB, node string, opts ...CRIOOption) *CRIO {
 	t.Helper()
 	assets := crioAssets(t)
-	c := &CRIO{Name: node, Dir: shortDir(t, "crio"), t: t}
+	c := &CRIO{Name: node, Dir: shortDir(t, "crio"), t: t, driver: "vfs"}
 	for _, o := range opts {
 		o(c)
 	}
@@ -105,16 +123,39 @@ func (c *CRIO) Log(lines int) string { return tailFile(filepath.Join(c.Dir, "cri
 // It is closed at cleanup.
 func (c *CRIO) ImageService(t TB) runtimeapi.ImageServiceClient {
 	t.Helper()
+	return runtimeapi.NewImageServiceClient(c.dial(t))
+}
+
+// RuntimeService returns a raw CRI runtime client, to run pods and
+// containers through CRI alone. It is closed at cleanup.
+func (c *CRIO) RuntimeService(t TB) runtimeapi.RuntimeServiceClient {
+	t.Helper()
+	return runtimeapi.NewRuntimeServiceClient(c.dial(t))
+}
+
+// dial connects to CRI-O's socket; the connection is closed at cleanup.
+func (c *CRIO) dial(t TB) *grpc.ClientConn {
+	t.Helper()
 	conn, err := grpc.NewClient(c.Endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatalf("dialling %s: %v", c.Socket, err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	return runtimeapi.NewImageServiceClient(conn)
+	return conn
 }
 
 // config is CRI-O's configuration: every path it would write below /var,
 // /etc or /run moved into Dir, runc as the one runtime, no NRI.
+//
+// drop_infra_ctr (CRI-O's default, said here because the bed needs it):
+// a pod whose PID namespace is not shared (the kubelet's default, CRI
+// NamespaceMode CONTAINER) gets no infra process. That process is the only
+// one CRI-O gives a negative oom_score_adj (-998, a constant, no option);
+// root here lacks CAP_SYS_RESOURCE, so runc's nsexec cannot write it
+// ("failed to update /proc/self/oom_score_adj: Permission denied") and
+// RunPodSandbox fails for a pod that shares its PID namespace.
+// Containers get the request's oom_score_adj (none: unchanged), and
+// conmon only logs the refusal of its own -1000.
 func (c *CRIO) config(assets string) string {
 	d := func(p string) string { return filepath.Join(c.Dir, p) }
 	quoted := make([]string, len(c.pinned))
@@ -132,7 +173,7 @@ func (c *CRIO) config(assets string) string {
 	return fmt.Sprintf(`[crio]
 root = %q
 runroot = %q
-storage_driver = "vfs"
+storage_driver = %q
 log_dir = %q
 version_file = %q
 version_file_persist = %q
@@ -144,6 +185,7 @@ default_runtime = "runc"
 cgroup_manager = "cgroupfs"
 conmon = %q
 conmon_cgroup = "pod"
+drop_infra_ctr = true
 pinns_path = %q
 container_exits_dir = %q
 container_attach_socket_dir = %q
@@ -161,16 +203,24 @@ monitor_path = %q
 signature_policy = %q
 signature_policy_dir = %q
 pinned_images = [%s]
-big_files_temporary_dir = %q
+%sbig_files_temporary_dir = %q
 [crio.network]
 network_dir = %q
 plugin_dirs = [%q]
 [crio.nri]
 enable_nri = false
-`, d("root"), d("runroot"), d("logs"), d("lib/version"), d("lib/version-persist"), d("lib/clean.shutdown"),
+`, d("root"), d("runroot"), c.driver, d("logs"), d("lib/version"), d("lib/version-persist"), d("lib/clean.shutdown"),
 		c.Socket, conmon, filepath.Join(assets, "pinns"), d("exits"), d("attach"), d("ns"), d("etc/keys"),
 		d("etc/irqbalance"), runc, d("runc"), conmon, d("etc/policy.json"), d("etc/policies"),
-		strings.Join(quoted, ", "), d("tmp"), d("etc/cni"), d("cni-bin"))
+		strings.Join(quoted, ", "), c.pauseLine(), d("tmp"), d("etc/cni"), d("cni-bin"))
+}
+
+// pauseLine is the pause_image setting, or nothing for CRI-O's default.
+func (c *CRIO) pauseLine() string {
+	if c.pause == "" {
+		return ""
+	}
+	return fmt.Sprintf("pause_image = %q\n", c.pause)
 }
 
 var (

@@ -30,6 +30,9 @@ type Image struct {
 	// Size is the sum of the compressed layer sizes of the image for this
 	// machine's platform (0 for an index with no such child).
 	Size int64
+	// Files are an artifact's blobs by the file name each carries
+	// (org.opencontainers.image.title) to its digest; nil for an image.
+	Files map[string]string
 }
 
 // ImageOptions shape a generated image.
