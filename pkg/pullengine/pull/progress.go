@@ -74,8 +74,9 @@ func (p Progress) FetchedAtEnd(succeeded bool) int64 {
 // downloads, that is the bytes left at the download rate, and then, where
 // the unpacking is seen, what the unpack will not have done by then (at
 // its present rate) at the rate the node unpacks with the download ended.
-// That rate is the node's, learned from its earlier pulls; the pull's own
-// unpack rate, then its download rate, stand in until one is learned.
+// That rate is the node's, learned from its earlier pulls, or the pull's
+// own unpack rate when faster; the download rate stands in while neither
+// is known.
 // Adding the unpack at the rate read while downloading to the download's
 // time instead, a 2 GB pull on two cores was said to need several times
 // the time it took: the unpack ran at a third of its speed beside the
@@ -120,12 +121,13 @@ func (p Progress) Left() (time.Duration, bool) {
 
 // unpackAfter is how long the unpack goes on once the download ends, in
 // download seconds from now: what it will not have done by then at its
-// present rate, at the node's rate with nothing downloading.
+// present rate, at the node's rate with nothing downloading. The node
+// unpacks alone at least as fast as this pull unpacks beside its
+// download: a learned rate below that was learned under a load that has
+// since gone (a first, cold pull; a neighbour's), and the pull's own
+// rate is the better floor.
 func (p Progress) unpackAfter(download float64) float64 {
-	after := p.NodeUnpackRate
-	if after <= 0 {
-		after = p.UnpackRate
-	}
+	after := max(p.NodeUnpackRate, p.UnpackRate)
 	if after <= 0 {
 		after = p.Rate
 	}
