@@ -123,6 +123,15 @@ type node struct {
 	cri *criclient.Client
 }
 
+// onEachContainerd runs f as a subtest on each containerd the bed runs
+// (1.6 and 2.x), with the options that start it; not under -short.
+func onEachContainerd(t *testing.T, f func(*testing.T, []testbed.ContainerdOption)) {
+	skipShort(t)
+	for _, v := range testbed.ContainerdVersions() {
+		t.Run(v.Name, func(t *testing.T) { f(t, v.Options(t)) })
+	}
+}
+
 // startNode starts a containerd and connects the client to it.
 func startNode(tb testing.TB, name string, opts ...testbed.ContainerdOption) *node {
 	tb.Helper()

@@ -20,10 +20,7 @@ import (
 // Unpacking, the unpacked bytes never ahead of what the image takes once
 // unpacked, and a time left while it unpacks. On containerd 1.6 and 2.x.
 func TestPhasesSeen(t *testing.T) {
-	skipShort(t)
-	for _, v := range testbed.ContainerdVersions() {
-		t.Run(v.Name, func(t *testing.T) { testPhasesSeen(t, v.Options(t)) })
-	}
+	onEachContainerd(t, testPhasesSeen)
 }
 
 func testPhasesSeen(t *testing.T, opts []testbed.ContainerdOption) {
@@ -122,10 +119,7 @@ func (w *phasesSeen) take(t *testing.T, p pull.Progress, sent int64) {
 // Stalled, in the unpack, once nothing was unpacked for the stall
 // timeout. With the hold gone the image pulls. On containerd 1.6 and 2.x.
 func TestUnpackStall(t *testing.T) {
-	skipShort(t)
-	for _, v := range testbed.ContainerdVersions() {
-		t.Run(v.Name, func(t *testing.T) { testUnpackStall(t, v.Options(t)) })
-	}
+	onEachContainerd(t, testUnpackStall)
 }
 
 func testUnpackStall(t *testing.T, opts []testbed.ContainerdOption) {

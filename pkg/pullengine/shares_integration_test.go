@@ -33,10 +33,7 @@ const victimWithin = 20 * time.Second
 // still under way, one of them paused and queued again. On containerd 1.6
 // and 2.x.
 func TestTrickleHogDoesNotStarve(t *testing.T) {
-	skipShort(t)
-	for _, v := range testbed.ContainerdVersions() {
-		t.Run(v.Name, func(t *testing.T) { testTrickleHogDoesNotStarve(t, v.Options(t)) })
-	}
+	onEachContainerd(t, testTrickleHogDoesNotStarve)
 }
 
 func testTrickleHogDoesNotStarve(t *testing.T, opts []testbed.ContainerdOption) {

@@ -25,10 +25,7 @@ import (
 // warm pulls must resume and complete; and the link must have carried
 // every blob once: what the paused pulls had fetched is not fetched again.
 func TestYieldPausesWarmPulls(t *testing.T) {
-	skipShort(t)
-	for _, v := range testbed.ContainerdVersions() {
-		t.Run(v.Name, func(t *testing.T) { testYieldPausesWarmPulls(t, v.Options(t)) })
-	}
+	onEachContainerd(t, testYieldPausesWarmPulls)
 }
 
 // yieldLink is the shared link's rate: slow enough that the warm pulls are
