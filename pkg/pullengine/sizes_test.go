@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/warmer-dev/warmer/pkg/pullengine/pull"
 )
 
@@ -108,4 +110,30 @@ func TestTrackWaiting(t *testing.T) {
 	store.mu.Unlock()
 	store.write(l2Digest, 90)
 	read(false) // l1 in full
+}
+
+// TestSuccessorStaysHeld: a large pull paused for a smaller image's is
+// asked for again while it stops (the agent asks on every pass); the new
+// successor is still held back until the smaller pull ends. Were it not,
+// it would start in the slot the pause freed and, on containerd 2, queue
+// its layers for the runtime's downloads before the smaller pull's (9 s
+// of BenchmarkWarmBigAndSmall's 50 MB image).
+func TestSuccessorStaysHeld(t *testing.T) {
+	e := New(newFakeService(), Options{MaxParallelPulls: 3, Registerer: prometheus.NewRegistry()})
+	big, small := mustRef(t, "reg.example/big:v1"), mustRef(t, "reg.example/small:v1")
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	w := e.newJob(small, Request{Image: small.Original()}, nil, "s")
+	j := e.newJob(big, Request{Image: big.Original()}, nil, "b")
+	e.jobs[small.String()], e.jobs[big.String()] = w, j
+	j.running = true
+	e.pauseForSizeLocked(j, w)
+	e.enqueueLocked(admitted{req: Request{Image: big.Original()}, ref: big})
+	n := j.successor
+	if n == nil || !e.heldForSmallLocked(n) {
+		t.Fatal("the new successor is not held back for the smaller image's pull")
+	}
+	if n.sizePauses != 1 {
+		t.Errorf("successor paused %d times for size, want 1", n.sizePauses)
+	}
 }
