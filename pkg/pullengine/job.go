@@ -66,8 +66,9 @@ type job struct {
 	startedAt time.Time
 	progress  *pull.Progress
 	// moving says the watcher's last reading found it fetched more than
+	// the one before; waiting, that a blob it writes had not grown since
 	// the one before (sizes.go).
-	moving bool
+	moving, waiting bool
 	// ended is set when its pull returned, succeeded when it brought the
 	// image; counted is how much of what it fetched the metrics have.
 	ended, succeeded bool

@@ -46,14 +46,15 @@ type track struct {
 	readAt   time.Time // of the last reading that counted bytes
 	// committed is the size of the blobs committed since the pull
 	// started; written holds the blobs seen being written, which count
-	// as committed by this pull once held.
+	// as committed by this pull once held, with the offset last read.
 	committed int64
-	written   map[string]bool
+	written   map[string]int64
 	// chains are its layers' chain IDs, once read (snapshots.go).
 	chains []string
 	// moving says the last reading found it fetched more than the one
-	// before.
-	moving bool
+	// before; waiting, that a blob of it being written had not grown
+	// since the one before (sizes.go).
+	moving, waiting bool
 	// unpackAt is when the unpacking was last read.
 	unpackAt time.Time
 	// alone is the first reading of the unpacking with every blob in,
@@ -68,7 +69,7 @@ type blobSize struct {
 }
 
 func newTrack(ref imageref.Reference, started time.Time) *track {
-	return &track{ref: ref, started: started, held: map[string]bool{}, written: map[string]bool{}, p: pull.Progress{MovedAt: started}}
+	return &track{ref: ref, started: started, held: map[string]bool{}, written: map[string]int64{}, p: pull.Progress{MovedAt: started}}
 }
 
 // update takes one reading: it finds the pull's manifest while unknown,
@@ -85,7 +86,9 @@ func (t *track) update(ctx context.Context, view ContentView, ingests []content.
 		writing[in.Digest] = in.Offset
 	}
 	var done, writ int64
+	waiting := false
 	for _, b := range t.blobs {
+		last, seen := t.written[b.digest]
 		n, ingest, err := t.bytesOf(ctx, view, b, writing)
 		if err != nil {
 			return err
@@ -93,6 +96,7 @@ func (t *track) update(ctx context.Context, view ContentView, ingests []content.
 		done += n
 		if ingest {
 			writ += n
+			waiting = waiting || (seen && n <= last)
 		}
 	}
 	t.count(done, now)
@@ -101,6 +105,7 @@ func (t *track) update(ctx context.Context, view ContentView, ingests []content.
 	// waits for the runtime's downloads may hold open ingests that do
 	// not grow (containerd 2).
 	t.moving = t.committed+writ > t.p.Fetched
+	t.waiting = waiting
 	t.p.Fetched = t.committed + writ
 	return nil
 }
@@ -112,15 +117,16 @@ func (t *track) bytesOf(ctx context.Context, view ContentView, b blobSize, writi
 		return b.size, false, nil
 	}
 	if n, ok := writing[b.digest]; ok {
-		t.written[b.digest] = true
-		return min(n, b.size), true, nil
+		n = min(n, b.size)
+		t.written[b.digest] = n
+		return n, true, nil
 	}
 	info, ok, err := view.Blob(ctx, b.digest)
 	if err != nil || !ok {
 		return 0, false, err
 	}
 	t.held[b.digest] = true
-	if t.written[b.digest] || !info.CreatedAt.Before(t.started) {
+	if _, seen := t.written[b.digest]; seen || !info.CreatedAt.Before(t.started) {
 		t.committed += b.size
 	}
 	return b.size, false, nil

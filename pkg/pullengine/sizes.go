@@ -26,11 +26,12 @@ import (
 // So when every slot is held by pulls whose images are large (at least
 // largeBytes compressed), and a queued pull that is not known to be large
 // could start but for a slot, the engine pauses the large pull that has
-// fetched least (and those waiting in the runtime: overSizeLocked), and
-// holds them back until the small one's pull ends. A paused pull's successor knows its size, so it never
-// pauses another large one; and each image's pull is paused at most
-// maxSizePauses times for this, so an image taken to be small that turns
-// out large cannot keep the large ones going back and forth.
+// fetched least, or those waiting in the runtime (pausesFor), and holds
+// them back until the small one's pull ends. A paused pull's successor
+// knows its size, so it never pauses another large one; and each image's
+// pull is paused at most maxSizePauses times for this, so an image taken
+// to be small that turns out large cannot keep the large ones going back
+// and forth.
 
 // DefaultLargePullBytes is the compressed size from which an image's pull
 // counts as large: it gives its slot to a smaller image's waiting pull.
@@ -56,11 +57,7 @@ func (sizeCause) Error() string {
 
 // overSizeLocked returns the large pulls to pause and the waiting pull w
 // they are paused for, or nils: every slot must be held by a large pull
-// and w must not be known to be large. They are the large pull fetching
-// that has fetched least, and every one not fetching: on
-// containerd 2 the runtime's download limit (max_concurrent_downloads)
-// is one for the node, taken in turn, so a pull that waits there for it
-// would take the freed one before w's.
+// and w must not be known to be large; pausesFor chooses which.
 func (e *Engine) overSizeLocked() (pause []*job, w *job) {
 	if e.slots < 1 || e.large <= 0 || e.holdingLocked() {
 		return nil, nil
@@ -84,24 +81,52 @@ func (e *Engine) overSizeLocked() (pause []*job, w *job) {
 	if w = e.firstSmallLocked(); w == nil {
 		return nil, nil
 	}
+	if pause = pausesFor(running, w); len(pause) == 0 {
+		return nil, nil
+	}
+	return pause, w
+}
+
+// pausesFor chooses, among the large pulls running, those to pause for
+// waiting pull w, so that w's requests find a download free in the
+// runtime with none queued before them.
+//
+// On containerd 2 the runtime's download limit (max_concurrent_downloads,
+// 3 by default) is one queue for the node, first come first served, and
+// every blob request of every pull takes its turn in it (the registry
+// fetcher's open, in core/remotes/docker/fetcher.go), w's manifest and
+// layers too. A blob waiting there has its ingest open already (remotes'
+// Fetch opens the writer first), not growing. A freed download goes to the
+// first in that queue: were a pull left running with a blob waiting, the
+// download a paused pull frees would go to that blob, and w would wait
+// until one of the runtime's downloads ended: a whole layer of a large
+// image. So every pull with a blob waiting, or not fetching at all, is
+// paused; and when none of these was fetching, so pausing them frees no
+// download, so is the one fetching that has fetched least. On containerd 1.6 the limit is each pull's own:
+// a blob waits for it before its ingest is opened, so no pull is seen
+// waiting, and only the least fetched is paused.
+//
+// A pull of a higher priority than w's, not started, or paused
+// maxSizePauses times already, is never chosen.
+func pausesFor(running []*job, w *job) []*job {
+	var pause []*job
 	var least *job
+	frees := false
 	for _, j := range running {
 		if j.priority > w.priority || j.startedAt.IsZero() || j.sizePauses >= maxSizePauses {
 			continue
 		}
-		if !j.moving {
+		if !j.moving || j.waiting {
 			pause = append(pause, j)
+			frees = frees || j.moving
 		} else if least == nil || j.progress.Done < least.progress.Done {
 			least = j
 		}
 	}
-	if least != nil {
+	if least != nil && !frees {
 		pause = append(pause, least)
 	}
-	if len(pause) == 0 {
-		return nil, nil
-	}
-	return pause, w
+	return pause
 }
 
 // firstSmallLocked returns the first queued job, in the queue's order,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -159,4 +160,61 @@ func resumedAt(t *testing.T, e *engine, image string) int64 {
 	}
 	t.Fatalf("%s not under way again within %s", image, waitLimit)
 	return done
+}
+
+// TestSmallNotQueuedInRuntimeBehindLarge holds both slots with two large
+// pulls on containerd 2, where the runtime's download limit (three) is one
+// first-come queue for the node: y's one layer downloads slowly, x's first
+// two take the other downloads and its third waits for one. x has fetched
+// more; were y alone paused, the download it frees would go to x's third
+// layer, queued before the small image's manifest, and the small image
+// would wait for one of x's layers to end (half a minute). x, with a
+// layer waiting, must be paused instead, and the small image be in within
+// seconds. Containerd 1.6's limit is each pull's own: nothing to see there.
+func TestSmallNotQueuedInRuntimeBehindLarge(t *testing.T) {
+	skipShort(t)
+	const (
+		xLink = 4 << 20 // each of x's downloads: a layer takes half a minute
+		yLink = 2 << 20 // y's one download: fetching at every reading, yet the least fetched
+	)
+	reg := testbed.StartRegistry(t, testbed.RegistryOptions{Name: "queue"})
+	viaX, viaY := faults.StartSlowProxy(t, reg.Host, xLink), faults.StartSlowProxy(t, reg.Host, yLink)
+	layer := int64(128 * testbed.MB)
+	x := reg.PushRandom(t, "ai/x:v1", testbed.ImageOptions{LayerSize: layer, Layers: 3}).Ref
+	y := reg.PushRandom(t, "ai/y:v1", testbed.ImageOptions{LayerSize: layer}).Ref
+	x, y = strings.Replace(x, reg.Host, viaX.Host, 1), strings.Replace(y, reg.Host, viaY.Host, 1)
+	small := reg.PushRandom(t, "app/sidecar:v1", testbed.ImageOptions{LayerSize: 5 * testbed.MB}).Ref
+
+	n := startNode(t, "node-queue", testbed.WithContainerd2(t))
+	store, err := n.cri.ContentStore(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := startEngine(t, n.cri, pullengine.Options{Content: store, MaxParallelPulls: 2,
+		LargePullBytes: largeBytes(), StallTimeout: pullengine.DefaultStallTimeout})
+	e.Enqueue(e.ctx, pullengine.Request{Image: y})
+	fetching(t, e, []string{y}, 1)
+	e.Enqueue(e.ctx, pullengine.Request{Image: x})
+	testbed.Eventually(t, waitLimit, "x fetching, past y", func() error {
+		sx, _ := e.Status(x)
+		sy, _ := e.Status(y)
+		if sx.Progress == nil || sy.Progress == nil || sx.Progress.Done < sy.Progress.Done+32*testbed.MB {
+			return fmt.Errorf("x %+v, y %+v", sx.Progress, sy.Progress)
+		}
+		return nil
+	})
+
+	asked := time.Now()
+	e.Enqueue(e.ctx, pullengine.Request{Image: small})
+	testbed.Eventually(t, smallWithin, "the small image present beside the large pulls", func() error {
+		if !n.listed(t, small) {
+			return fmt.Errorf("%s not listed", small)
+		}
+		return nil
+	})
+	t.Logf("the small image was in %s after it was asked for", time.Since(asked).Round(100*time.Millisecond))
+	paused := pausedForSmall(t, e, small)
+	if !slices.Contains(paused, x) {
+		t.Errorf("paused %v, want %s, whose layer waited for the runtime's downloads", paused, x)
+	}
 }

@@ -143,7 +143,7 @@ func (e *Engine) watchOnce(ctx context.Context, w *watcher) (poll time.Duration,
 		t.p.NodeUnpackRate = w.unpackRate
 		p := t.p
 		e.mu.Lock()
-		j.progress, j.moving = &p, t.moving
+		j.progress, j.moving, j.waiting = &p, t.moving, t.waiting
 		fetched := e.newlyFetchedLocked(j, p.Fetched)
 		e.mu.Unlock()
 		e.metrics.fetchedBytes.Add(float64(fetched))
