@@ -112,7 +112,8 @@ func TestLeftCoversBothPhases(t *testing.T) {
 	}{
 		{"download only, unpack unseen", pull.Progress{Known: true, Done: 100, Total: 300, Rate: 100}, 2 * time.Second, true},
 		{"downloading, no unpack rate yet: the download's", pull.Progress{Known: true, Done: 100, Total: 300, Rate: 100, UnpackSeen: true}, 5 * time.Second, true},
-		{"download and unpack overlap", pull.Progress{Known: true, Done: 100, Total: 300, Rate: 100, UnpackSeen: true, UnpackRate: 50, Unpacked: 100}, 4 * time.Second, true},
+		{"download and unpack overlap, none learned: the unpack alone at the download's rate", pull.Progress{Known: true, Done: 100, Total: 300, Rate: 100, UnpackSeen: true, UnpackRate: 50, Unpacked: 100}, 3 * time.Second, true},
+		{"none learned, the unpack beside the download faster than it: its own", pull.Progress{Known: true, Done: 100, Total: 300, Rate: 100, UnpackSeen: true, UnpackRate: 200, Unpacked: 100}, 2 * time.Second, true},
 		{"the unpack faster once the download ends", pull.Progress{Known: true, Done: 100, Total: 300, Rate: 100, UnpackSeen: true, UnpackRate: 25, Unpacked: 50, NodeUnpackRate: 100}, 4 * time.Second, true},
 		{"a learned rate slower than the pull's own beside the download: the pull's", pull.Progress{Known: true, Done: 100, Total: 300, Rate: 100, UnpackSeen: true, UnpackRate: 50, Unpacked: 100, NodeUnpackRate: 10}, 4 * time.Second, true},
 		{"the unpack keeps up: the download's", pull.Progress{Known: true, Done: 100, Total: 300, Rate: 100, UnpackSeen: true, UnpackRate: 100, Unpacked: 100, NodeUnpackRate: 100}, 2 * time.Second, true},

@@ -75,8 +75,8 @@ func (p Progress) FetchedAtEnd(succeeded bool) int64 {
 // the unpacking is seen, what the unpack will not have done by then (at
 // its present rate) at the rate the node unpacks with the download ended.
 // That rate is the node's, learned from its earlier pulls, or the pull's
-// own unpack rate when faster; the download rate stands in while neither
-// is known.
+// own unpack rate when faster; until the node has learned one, at least
+// the download's rate.
 // Adding the unpack at the rate read while downloading to the download's
 // time instead, a 2 GB pull on two cores was said to need several times
 // the time it took: the unpack ran at a third of its speed beside the
@@ -125,11 +125,15 @@ func (p Progress) Left() (time.Duration, bool) {
 // unpacks alone at least as fast as this pull unpacks beside its
 // download: a learned rate below that was learned under a load that has
 // since gone (a first, cold pull; a neighbour's), and the pull's own
-// rate is the better floor.
+// rate is the better floor. With no rate learned, the unpack alone is
+// taken to be at least as fast as the download: a node whose unpack
+// ends too soon after the download to be measured (containerd 2 on a
+// quiet node) never learns one, and its unpack beside the download is
+// seen a layer at a time, far below what it runs at.
 func (p Progress) unpackAfter(download float64) float64 {
 	after := max(p.NodeUnpackRate, p.UnpackRate)
-	if after <= 0 {
-		after = p.Rate
+	if p.NodeUnpackRate <= 0 {
+		after = max(after, p.Rate)
 	}
 	rest := float64(max(p.Total-p.Unpacked, 0)) - p.UnpackRate*download
 	return max(rest, 0) / after
