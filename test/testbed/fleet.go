@@ -77,6 +77,10 @@ type FleetOptions struct {
 	// test measures those, while the others are race-checked doing the
 	// same work.
 	PlainAgents []string
+	// PlainController runs the controller alone from the plain build, for
+	// a test that measures its memory while the agents stay race-checked:
+	// the race detector takes several times a program's memory.
+	PlainController bool
 	// AgentCommand, when set, wraps a node's agent command line: to start
 	// it in a memory cgroup with its shipped limit (MemoryCgroup.Command),
 	// as the kubelet starts its container.
@@ -171,6 +175,14 @@ func (f *Fleet) agentBin(t TB, node string) string {
 	return f.Bin
 }
 
+// controllerBin is the binary the controller runs.
+func (f *Fleet) controllerBin(t TB) string {
+	if f.opts.PlainController {
+		return BuildPlainWarmer(t)
+	}
+	return f.Bin
+}
+
 // StartController starts a warmer controller against the fleet's control
 // plane, with the warmer-controller service account's token and its
 // leader election in SystemNamespace, as shipped; StartFleet already
@@ -184,7 +196,7 @@ func (f *Fleet) StartController(t TB) *Process {
 	kubeconfig := f.CP.ControllerKubeconfig(t)
 	var args []string
 	p, metrics, _ := startListening(t, "controller", func(metrics, probe string) []string {
-		args = append([]string{f.Bin, "controller", "--kubeconfig", kubeconfig,
+		args = append([]string{f.controllerBin(t), "controller", "--kubeconfig", kubeconfig,
 			"--leader-election-namespace", SystemNamespace,
 			"--metrics-bind-address", metrics, "--health-probe-bind-address", probe}, f.ControllerSettings.Flags()...)
 		args = append(args, f.opts.ControllerFlags...)
