@@ -65,18 +65,7 @@ func testBigDoesNotBlockSmall(t *testing.T, opts []testbed.ContainerdOption) {
 	// the runtime: its download limit is the node's.)
 	before := fetching(t, e, big, 24*testbed.MB)
 
-	asked := time.Now()
-	if st := e.Enqueue(e.ctx, pullengine.Request{Image: small}); st.State != pull.StateQueued {
-		t.Fatalf("Enqueue(%s) = %+v", small, st)
-	}
-	testbed.Eventually(t, smallWithin, "the small image present beside the large pulls", func() error {
-		if !n.listed(t, small) {
-			return fmt.Errorf("%s not listed", small)
-		}
-		return nil
-	})
-	t.Logf("the small image was in %s after it was asked for", time.Since(asked).Round(100*time.Millisecond))
-	paused := pausedForSmall(t, e, small)
+	paused := askSmall(t, e, n, small)
 	if len(paused) == 0 {
 		t.Fatal("no large pull was paused")
 	}
@@ -204,8 +193,21 @@ func TestSmallNotQueuedInRuntimeBehindLarge(t *testing.T) {
 		return nil
 	})
 
+	paused := askSmall(t, e, n, small)
+	if !slices.Contains(paused, x) {
+		t.Errorf("paused %v, want %s, whose layer waited for the runtime's downloads", paused, x)
+	}
+}
+
+// askSmall asks for the small image while the large pulls hold the
+// slots, fails the test unless it is present within smallWithin, and
+// returns the large pulls paused for it.
+func askSmall(t *testing.T, e *engine, n *node, small string) []string {
+	t.Helper()
 	asked := time.Now()
-	e.Enqueue(e.ctx, pullengine.Request{Image: small})
+	if st := e.Enqueue(e.ctx, pullengine.Request{Image: small}); st.State != pull.StateQueued {
+		t.Fatalf("Enqueue(%s) = %+v", small, st)
+	}
 	testbed.Eventually(t, smallWithin, "the small image present beside the large pulls", func() error {
 		if !n.listed(t, small) {
 			return fmt.Errorf("%s not listed", small)
@@ -213,8 +215,5 @@ func TestSmallNotQueuedInRuntimeBehindLarge(t *testing.T) {
 		return nil
 	})
 	t.Logf("the small image was in %s after it was asked for", time.Since(asked).Round(100*time.Millisecond))
-	paused := pausedForSmall(t, e, small)
-	if !slices.Contains(paused, x) {
-		t.Errorf("paused %v, want %s, whose layer waited for the runtime's downloads", paused, x)
-	}
+	return pausedForSmall(t, e, small)
 }
