@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -130,6 +131,24 @@ func onEachContainerd(t *testing.T, f func(*testing.T, []testbed.ContainerdOptio
 	for _, v := range testbed.ContainerdVersions() {
 		t.Run(v.Name, func(t *testing.T) { f(t, v.Options(t)) })
 	}
+}
+
+// askUntilListed asks for req's image, fails the test unless the
+// runtime lists it within limit, and logs how long that took; what and
+// beside name the image and what else runs, in messages.
+func askUntilListed(t *testing.T, e *engine, n *node, req pullengine.Request, limit time.Duration, what, beside string) {
+	t.Helper()
+	asked := time.Now()
+	if st := e.Enqueue(e.ctx, req); st.State != pull.StateQueued {
+		t.Fatalf("Enqueue(%s) = %+v", req.Image, st)
+	}
+	testbed.Eventually(t, limit, what+" present "+beside, func() error {
+		if !n.listed(t, req.Image) {
+			return fmt.Errorf("%s not listed", req.Image)
+		}
+		return nil
+	})
+	t.Logf("%s was in %s after it was asked for", what, time.Since(asked).Round(100*time.Millisecond))
 }
 
 // startNode starts a containerd and connects the client to it.

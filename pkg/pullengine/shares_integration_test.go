@@ -57,17 +57,7 @@ func testTrickleHogDoesNotStarve(t *testing.T, opts []testbed.ContainerdOption) 
 		StallTimeout: pullengine.DefaultStallTimeout, Registerer: metrics})
 	trickling(t, e, hog)
 
-	asked := time.Now()
-	if st := e.Enqueue(e.ctx, pullengine.Request{Image: victim, Share: "victim"}); st.State != pull.StateQueued {
-		t.Fatalf("Enqueue(%s) = %+v", victim, st)
-	}
-	testbed.Eventually(t, victimWithin, "the victim's image present beside the trickling hog", func() error {
-		if !n.listed(t, victim) {
-			return fmt.Errorf("%s not listed", victim)
-		}
-		return nil
-	})
-	t.Logf("the victim's image was in %s after it was asked for", time.Since(asked).Round(100*time.Millisecond))
+	askUntilListed(t, e, n, pullengine.Request{Image: victim, Share: "victim"}, victimWithin, "the victim's image", "beside the trickling hog")
 	hogUnderWay(t, e, hog)
 	// Two results so far: the victim's pull, and one of the hog's paused.
 	for _, r := range e.resultsByRef(t, 2) {

@@ -204,16 +204,6 @@ func TestSmallNotQueuedInRuntimeBehindLarge(t *testing.T) {
 // returns the large pulls paused for it.
 func askSmall(t *testing.T, e *engine, n *node, small string) []string {
 	t.Helper()
-	asked := time.Now()
-	if st := e.Enqueue(e.ctx, pullengine.Request{Image: small}); st.State != pull.StateQueued {
-		t.Fatalf("Enqueue(%s) = %+v", small, st)
-	}
-	testbed.Eventually(t, smallWithin, "the small image present beside the large pulls", func() error {
-		if !n.listed(t, small) {
-			return fmt.Errorf("%s not listed", small)
-		}
-		return nil
-	})
-	t.Logf("the small image was in %s after it was asked for", time.Since(asked).Round(100*time.Millisecond))
+	askUntilListed(t, e, n, pullengine.Request{Image: small}, smallWithin, "the small image", "beside the large pulls")
 	return pausedForSmall(t, e, small)
 }
