@@ -234,12 +234,7 @@ func (e *Engine) enqueueLocked(a admitted) Status {
 			// it has, taking over a paused pull's count and bytes.
 			n := e.newJob(a.ref, a.req, a.creds, bkey)
 			if old := j.successor; old != nil {
-				n.pauses, n.sharePauses, n.sizePauses, n.size, n.keptBy = old.pauses, old.sharePauses, old.sizePauses, old.size, old.keptBy
-				// Still held back for the smaller image's pull it was
-				// paused for (sizes.go): the agent asks again on every
-				// pass, and a pull started now would queue its layers
-				// in the runtime before that pull's.
-				n.heldFor, n.heldSince = old.heldFor, old.heldSince
+				n.carryOn(old)
 			}
 			j.successor = n
 			return Status{Image: a.req.Image, Ref: key, State: pull.StateQueued}

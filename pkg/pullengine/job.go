@@ -287,3 +287,14 @@ func redact(msg string, creds []Credential) string {
 	}
 	return msg
 }
+
+// carryOn gives n, a successor queued in place of old while their image's
+// paused pull stops, what a successor carries for its image: the pauses
+// counted against it, its known size, the lease keeping its bytes, and
+// the smaller image's pull it is held back for (sizes.go: the agent asks
+// again on every pass, and a pull started now would queue its layers in
+// the runtime before that pull's).
+func (n *job) carryOn(old *job) {
+	n.pauses, n.sharePauses, n.sizePauses, n.size, n.keptBy = old.pauses, old.sharePauses, old.sizePauses, old.size, old.keptBy
+	n.heldFor, n.heldSince = old.heldFor, old.heldSince
+}

@@ -101,10 +101,11 @@ func (e *Engine) overSizeLocked() (pause []*job, w *job) {
 // download a paused pull frees would go to that blob, and w would wait
 // until one of the runtime's downloads ended: a whole layer of a large
 // image. So every pull with a blob waiting, or not fetching at all, is
-// paused; and when none of these was fetching, so pausing them frees no
-// download, so is the one fetching that has fetched least. On containerd 1.6 the limit is each pull's own:
-// a blob waits for it before its ingest is opened, so no pull is seen
-// waiting, and only the least fetched is paused.
+// paused; and when none of those was fetching (pausing them frees no
+// download), the fetching pull that has fetched least is paused too. On
+// containerd 1.6 the limit is each pull's own: a blob waits for it before
+// its ingest is opened, so no pull is seen waiting, and only the least
+// fetched is paused.
 //
 // A pull of a higher priority than w's, not started, or paused
 // maxSizePauses times already, is never chosen.

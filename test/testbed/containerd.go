@@ -208,9 +208,16 @@ func (c *Containerd) RuntimeService(t TB) runtimeapi.RuntimeServiceClient {
 
 func (c *Containerd) dial(t TB) *grpc.ClientConn {
 	t.Helper()
-	conn, err := grpc.NewClient("unix://"+c.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	return dialCRI(t, "unix://"+c.Socket)
+}
+
+// dialCRI connects to a runtime's CRI socket at endpoint; the connection
+// is closed at cleanup.
+func dialCRI(t TB, endpoint string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
-		t.Fatalf("dialling %s: %v", c.Socket, err)
+		t.Fatalf("dialling %s: %v", endpoint, err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	return conn

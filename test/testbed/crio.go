@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/warmer-dev/warmer/test/testbed/hostcheck"
@@ -136,12 +135,7 @@ func (c *CRIO) RuntimeService(t TB) runtimeapi.RuntimeServiceClient {
 // dial connects to CRI-O's socket; the connection is closed at cleanup.
 func (c *CRIO) dial(t TB) *grpc.ClientConn {
 	t.Helper()
-	conn, err := grpc.NewClient(c.Endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatalf("dialling %s: %v", c.Socket, err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return conn
+	return dialCRI(t, c.Endpoint)
 }
 
 // config is CRI-O's configuration: every path it would write below /var,
