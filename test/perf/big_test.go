@@ -88,10 +88,12 @@ func warmBig(b *testing.B, wb *warmBed, img testbed.Image, size, layer int64) {
 		var r warmRound
 		paths := []func(){
 			func() {
-				before := scrape(b, wb.metrics)
+				before, cpu := scrape(b, wb.metrics), readProc(b, wb.agentProc.Pid()).cpu
 				m := sampleAgentMemory(wb)
 				wb.agent(b, []testbed.Image{img}, &r)
-				mem = append(mem, m.stop())
+				used := m.stop()
+				used.cpu = readProc(b, wb.agentProc.Pid()).cpu - cpu
+				mem = append(mem, used)
 				pulls = append(pulls, meanOf(before, scrape(b, wb.metrics), "warmer_image_pull_duration_seconds"))
 			},
 			func() { r.direct = wb.direct(b, []testbed.Image{img}, 1) },
@@ -139,7 +141,6 @@ type memSampler struct {
 func sampleAgentMemory(wb *warmBed) *memSampler {
 	s := &memSampler{wb: wb, done: make(chan struct{})}
 	s.m.rssBefore, s.m.heapBefore, _ = s.read()
-	s.m.cpu = -agentCPU(s.wb)
 	s.start = time.Now()
 	s.wg.Go(func() {
 		for {
@@ -165,25 +166,6 @@ func sampleAgentMemory(wb *warmBed) *memSampler {
 // scrapes its metrics, which costs it processor time the pull shares.
 const memSampleEvery = time.Second
 
-// agentCPU is the processor time the agent has used so far (user and
-// system, from /proc), or 0 when it cannot be read.
-func agentCPU(wb *warmBed) time.Duration {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", wb.agentProc.Pid()))
-	if err != nil {
-		return 0
-	}
-	// The fields after the command's closing parenthesis: utime and
-	// stime are the 12th and 13th, in clock ticks (USER_HZ, 100 on Linux).
-	i := strings.LastIndexByte(string(stat), ')')
-	f := strings.Fields(string(stat[i+1:]))
-	if i < 0 || len(f) < 13 {
-		return 0
-	}
-	user, _ := strconv.ParseInt(f[11], 10, 64)
-	sys, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(user+sys) * 10 * time.Millisecond
-}
-
 // read is the agent's resident set and Go heap in use.
 func (s *memSampler) read() (rss, heap int64, err error) {
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.wb.agentProc.Pid()))
@@ -208,7 +190,6 @@ func (s *memSampler) read() (rss, heap int64, err error) {
 func (s *memSampler) stop() agentMemory {
 	close(s.done)
 	s.wg.Wait()
-	s.m.cpu += agentCPU(s.wb)
 	m := s.m
 	m.samples = len(s.at)
 	if m.samples == 0 {
